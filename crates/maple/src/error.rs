@@ -1,0 +1,60 @@
+//! The one error type of the crate, with the Linux errno each case maps to.
+
+use std::fmt;
+
+/// Why a tree operation was refused. A refused operation changes nothing.
+///
+/// ```
+/// let mut tree = maple::MapleTree::new();
+/// let err = tree.store_range(9, 3, ()).unwrap_err();
+/// assert_eq!(err, maple::Error::InvalidRange { first: 9, last: 3 });
+/// assert_eq!(err.errno(), 22); // EINVAL
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Error {
+    /// A range whose first index is above its last (`EINVAL`).
+    InvalidRange {
+        /// First index given.
+        first: u64,
+        /// Last index given.
+        last: u64,
+    },
+    /// Another argument is out of its domain, e.g. a zero-size gap request
+    /// or `min > max` (`EINVAL`).
+    InvalidArgument(&'static str),
+    /// `insert_range` over an index that already has an entry (`EEXIST`).
+    Exists,
+    /// No free area of the requested size (`EBUSY`, as the kernel's
+    /// `mas_empty_area` returns).
+    Busy,
+    /// `from_sorted` input that is not ascending and non-overlapping
+    /// (`EINVAL`).
+    Unsorted,
+}
+
+impl Error {
+    /// The Linux errno for this error (positive, as in `errno.h`).
+    pub fn errno(&self) -> i32 {
+        match self {
+            Error::InvalidRange { .. } | Error::InvalidArgument(_) | Error::Unsorted => 22,
+            Error::Exists => 17,
+            Error::Busy => 16,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::InvalidRange { first, last } => {
+                write!(f, "invalid range: first {first:#x} is above last {last:#x}")
+            }
+            Error::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
+            Error::Exists => f.write_str("range is already occupied"),
+            Error::Busy => f.write_str("no free area of that size in the given bounds"),
+            Error::Unsorted => f.write_str("input ranges are not ascending and non-overlapping"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}

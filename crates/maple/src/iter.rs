@@ -1,0 +1,181 @@
+//! Sequential access: a cursor and a double-ended range iterator.
+//!
+//! Both keep the path to the current leaf, so a scan walks from the root
+//! about once per leaf rather than once per entry. If the writer replaces
+//! the cached leaf, the next step notices the dead mark and walks afresh
+//! from the index it had reached; entries are never returned twice or out
+//! of order, because each step searches strictly past the last one.
+
+use crate::node::value;
+use crate::path::Path;
+use crate::sync::Guard;
+use crate::MapleTree;
+use std::ops::{Bound, RangeBounds};
+
+/// A position in a tree for sequential work: step to the next or previous
+/// entry without starting from the root each time.
+///
+/// ```
+/// let mut tree = maple::MapleTree::new();
+/// for i in 0..5u64 {
+///     tree.store_range(i * 10, i * 10 + 5, i).unwrap();
+/// }
+/// let guard = maple::pin();
+/// let mut c = tree.cursor(22, &guard);
+/// assert_eq!(c.next(), Some((20, 25, &2)));
+/// assert_eq!(c.next(), Some((30, 35, &3)));
+/// assert_eq!(c.prev(), Some((20, 25, &2)));
+/// ```
+pub struct Cursor<'g, T> {
+    tree: &'g MapleTree<T>,
+    path: Option<Path>,
+    /// Where `next` searches from (`None`: past the end).
+    next_from: Option<u64>,
+    /// Where `prev` searches down from (`None`: before the start).
+    prev_from: Option<u64>,
+}
+
+impl<'g, T: Send + Sync> Cursor<'g, T> {
+    pub(crate) fn new(tree: &'g MapleTree<T>, index: u64) -> Self {
+        let mut c = Cursor {
+            tree,
+            path: None,
+            next_from: None,
+            prev_from: None,
+        };
+        c.seek(index);
+        c
+    }
+
+    /// Repositions the cursor: `next` then returns the first entry
+    /// intersecting `[index, u64::MAX]`, and `prev` the last entry that
+    /// ends below `index`.
+    pub fn seek(&mut self, index: u64) {
+        self.next_from = Some(index);
+        self.prev_from = index.checked_sub(1);
+    }
+
+    fn land(&mut self, found: Option<(u64, u64, *mut u8)>) -> Option<(u64, u64, &'g T)> {
+        let (first, last, p) = found?;
+        self.next_from = last.checked_add(1);
+        self.prev_from = first.checked_sub(1);
+        // SAFETY: `p` is a value of `tree`, read under the guard the cursor
+        // borrows for 'g (see `MapleTree::load`).
+        Some((first, last, unsafe { value::get::<T>(p) }))
+    }
+
+    /// Moves to the entry after the current one and returns it.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Option<(u64, u64, &'g T)> {
+        let from = self.next_from?;
+        let found = self.tree.seek_fwd(&mut self.path, from, u64::MAX);
+        self.land(found)
+    }
+
+    /// Moves to the entry before the current one and returns it.
+    pub fn prev(&mut self) -> Option<(u64, u64, &'g T)> {
+        let from = self.prev_from?;
+        let found = self.tree.seek_rev(&mut self.path, from, 0);
+        self.land(found)
+    }
+}
+
+/// Iterator over the entries intersecting a range, in ascending order from
+/// the front and descending from the back. Yields `(first, last, value)`
+/// with each entry's whole range, even where it sticks out of the bounds.
+///
+/// ```
+/// let mut tree = maple::MapleTree::new();
+/// for i in 0..4u64 {
+///     tree.store_range(i * 10, i * 10 + 5, i).unwrap();
+/// }
+/// let g = maple::pin();
+/// let firsts: Vec<u64> = tree.range(3..=25, &g).map(|(a, _, _)| a).collect();
+/// assert_eq!(firsts, [0, 10, 20]);
+/// let last = tree.iter(&g).next_back();
+/// assert_eq!(last, Some((30, 35, &3)));
+/// ```
+pub struct Iter<'g, T> {
+    tree: &'g MapleTree<T>,
+    front: Option<Path>,
+    back: Option<Path>,
+    /// Remaining bounds; `None` once exhausted.
+    bounds: Option<(u64, u64)>,
+}
+
+impl<'g, T: Send + Sync> Iter<'g, T> {
+    pub(crate) fn new<R: RangeBounds<u64>>(tree: &'g MapleTree<T>, range: R) -> Self {
+        let lo = match range.start_bound() {
+            Bound::Included(&a) => Some(a),
+            Bound::Excluded(&a) => a.checked_add(1),
+            Bound::Unbounded => Some(0),
+        };
+        let hi = match range.end_bound() {
+            Bound::Included(&b) => Some(b),
+            Bound::Excluded(&b) => b.checked_sub(1),
+            Bound::Unbounded => Some(u64::MAX),
+        };
+        let bounds = match (lo, hi) {
+            (Some(lo), Some(hi)) if lo <= hi => Some((lo, hi)),
+            _ => None,
+        };
+        Iter {
+            tree,
+            front: None,
+            back: None,
+            bounds,
+        }
+    }
+
+    fn take(&mut self, found: Option<(u64, u64, *mut u8)>, front: bool) -> Option<(u64, u64, &'g T)> {
+        let Some((first, last, p)) = found else {
+            self.bounds = None;
+            return None;
+        };
+        let (lo, hi) = self.bounds?;
+        self.bounds = if front {
+            last.checked_add(1).filter(|&n| n <= hi).map(|n| (n, hi))
+        } else {
+            first.checked_sub(1).filter(|&n| n >= lo).map(|n| (lo, n))
+        };
+        // SAFETY: as in `Cursor::land`.
+        Some((first, last, unsafe { value::get::<T>(p) }))
+    }
+}
+
+impl<'g, T: Send + Sync> Iterator for Iter<'g, T> {
+    type Item = (u64, u64, &'g T);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (lo, hi) = self.bounds?;
+        let found = self.tree.seek_fwd(&mut self.front, lo, hi);
+        self.take(found, true)
+    }
+}
+
+impl<'g, T: Send + Sync> DoubleEndedIterator for Iter<'g, T> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        let (lo, hi) = self.bounds?;
+        let found = self.tree.seek_rev(&mut self.back, hi, lo);
+        self.take(found, false)
+    }
+}
+
+impl<'g, T: Send + Sync> std::iter::FusedIterator for Iter<'g, T> {}
+
+impl<T: Send + Sync> MapleTree<T> {
+    /// A cursor positioned at `index` (see [`Cursor::seek`]).
+    pub fn cursor<'g>(&'g self, index: u64, _guard: &'g Guard) -> Cursor<'g, T> {
+        Cursor::new(self, index)
+    }
+
+    /// Iterates over the entries intersecting `range`.
+    pub fn range<'g, R: RangeBounds<u64>>(&'g self, range: R, _guard: &'g Guard) -> Iter<'g, T> {
+        Iter::new(self, range)
+    }
+
+    /// Iterates over all entries in ascending order.
+    pub fn iter<'g>(&'g self, _guard: &'g Guard) -> Iter<'g, T> {
+        Iter::new(self, ..)
+    }
+}

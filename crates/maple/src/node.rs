@@ -1,0 +1,412 @@
+//! Node layout and the raw, unsafe core of the tree.
+//!
+//! # Node types
+//!
+//! Every node is 256 bytes, aligned to 256 bytes, and starts with one
+//! metadata word. Two node types exist:
+//!
+//! | type       | slots | pivots | gaps | bytes used |
+//! |------------|-------|--------|------|------------|
+//! | `Leaf`     | 16    | 15     | –    | 8 + 120 + 128 = 256 |
+//! | `Internal` | 10    | 9      | 10   | 8 + 72 + 80 + 80 = 240 |
+//!
+//! A node covering `[min, max]` with `len` slots in use gives slot `i` the
+//! range `[pivot[i-1] + 1, pivot[i]]`, where `pivot[-1] + 1` is `min` and the
+//! last used slot ends at `max` (its pivot is not stored). `min` and `max` are
+//! never stored: they come from the parent's pivots on the way down, and the
+//! root covers the whole key space `[0, u64::MAX]`. Unused pivots hold
+//! `u64::MAX`, so "the number of pivots below `index`" is the slot that holds
+//! `index`, with no bound on `len` in the search loop.
+//!
+//! A leaf slot holds a value pointer (null: the range is absent). An internal
+//! slot holds a child pointer, and `gaps[i]` holds the size of the largest
+//! absent range in that child's subtree (saturated at `u64::MAX`).
+//!
+//! # The metadata word
+//!
+//! `parent address | leaf bit (bit 5) | dead bit (bit 4) | len - 1 (bits 0..4)`.
+//! Nodes are 256-byte aligned, so the parent address leaves the low 8 bits
+//! free. `len` is fixed once a node is published; the writer changes the
+//! parent address (when it replaces a parent) and sets the dead bit (when it
+//! replaces the node itself). The parent address is bookkeeping that
+//! `validate` checks; it is never dereferenced.
+//!
+//! # Safety model
+//!
+//! A [`NodePtr`] is a tagged raw pointer (bit 0 set: leaf). Every method on it
+//! assumes the node is alive: either reachable from a tree that the caller
+//! borrows, or — for a node read under a pinned [`Guard`](crate::Guard) —
+//! retired no earlier than that guard was pinned, since retired nodes are
+//! freed only after a grace period. This is the one invariant the whole crate
+//! keeps, and the reason these accessors can be safe inside the crate.
+//!
+//! Published nodes are immutable except through atomics: slot pointers (a
+//! child replaced by its copy), gaps, and the metadata word. Plain fields
+//! (pivots) change only while the writer has `&mut` access to the tree
+//! (in-place writes), when no reader can exist.
+
+use crate::sync::{AtomicPtr, AtomicU64, Ordering};
+use std::ptr;
+
+/// Slots in a leaf.
+pub(crate) const LEAF_SLOTS: usize = 16;
+/// Slots in an internal node.
+pub(crate) const INTERNAL_SLOTS: usize = 10;
+/// Least slots a leaf may hold unless it is the root or the rightmost leaf.
+pub(crate) const LEAF_MIN: usize = LEAF_SLOTS / 2 - 1;
+/// Least children an internal node may hold unless it is the root or the
+/// rightmost node of its level.
+pub(crate) const INTERNAL_MIN: usize = INTERNAL_SLOTS / 2 - 1;
+/// Size of every node in bytes.
+pub const NODE_SIZE: usize = 256;
+/// Deepest tree the walkers support. Non-rightmost internal nodes hold at
+/// least four children, so a tree this tall would need more than 4^20 leaves
+/// on a single level; memory runs out long before.
+pub(crate) const MAX_HEIGHT: usize = 24;
+
+const LEN_MASK: u64 = 0xf;
+const DEAD: u64 = 1 << 4;
+const LEAF: u64 = 1 << 5;
+const PARENT_MASK: u64 = !0xff;
+
+#[repr(C, align(256))]
+struct Leaf {
+    meta: AtomicU64,
+    pivots: [u64; LEAF_SLOTS - 1],
+    slots: [AtomicPtr<u8>; LEAF_SLOTS],
+}
+
+#[repr(C, align(256))]
+struct Internal {
+    meta: AtomicU64,
+    pivots: [u64; INTERNAL_SLOTS - 1],
+    slots: [AtomicPtr<u8>; INTERNAL_SLOTS],
+    gaps: [AtomicU64; INTERNAL_SLOTS],
+}
+
+// Shuttle's atomics are larger than std's, so the layout is only asserted
+// for real builds.
+#[cfg(not(vmscale_shuttle))]
+const _: () = {
+    assert!(std::mem::size_of::<Leaf>() == NODE_SIZE);
+    assert!(std::mem::align_of::<Leaf>() == NODE_SIZE);
+    assert!(std::mem::size_of::<Internal>() == NODE_SIZE);
+    assert!(std::mem::align_of::<Internal>() == NODE_SIZE);
+    // The metadata word plus the pivots of an internal node fit in the
+    // first 80 bytes; a leaf's in the first two cache lines.
+    assert!(std::mem::offset_of!(Leaf, slots) == 128);
+};
+
+/// One slot's worth of content while the writer assembles a new node:
+/// the last index the slot covers, its pointer, and (internal) its gap.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Item {
+    pub end: u64,
+    pub ptr: *mut u8,
+    pub gap: u64,
+}
+
+/// A tagged pointer to a live node (see the module's safety model).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+pub(crate) struct NodePtr(*mut u8);
+
+// SAFETY: a NodePtr is an address; which thread may dereference it is
+// governed by the tree's protocol, not by the pointer.
+unsafe impl Send for NodePtr {}
+
+impl NodePtr {
+    /// Reads a slot or root pointer; null means "no node".
+    #[inline]
+    pub(crate) fn from_raw(p: *mut u8) -> Option<NodePtr> {
+        if p.is_null() {
+            None
+        } else {
+            Some(NodePtr(p))
+        }
+    }
+
+    /// The tagged pointer as stored in a parent slot or the root.
+    #[inline]
+    pub(crate) fn raw(self) -> *mut u8 {
+        self.0
+    }
+
+    #[inline]
+    pub(crate) fn is_leaf(self) -> bool {
+        self.0.addr() & 1 != 0
+    }
+
+    #[inline]
+    pub(crate) fn addr(self) -> usize {
+        self.0.addr() & !1
+    }
+
+    #[inline]
+    fn leaf(&self) -> &Leaf {
+        debug_assert!(self.is_leaf());
+        // SAFETY: the module invariant: the node is alive while a NodePtr to
+        // it is in use, and the tag says it is a leaf.
+        unsafe { &*self.0.map_addr(|a| a & !1).cast::<Leaf>() }
+    }
+
+    #[inline]
+    fn internal(&self) -> &Internal {
+        debug_assert!(!self.is_leaf());
+        // SAFETY: as in `leaf`; the tag says it is an internal node.
+        unsafe { &*self.0.cast::<Internal>() }
+    }
+
+    #[inline]
+    fn meta(&self) -> &AtomicU64 {
+        // SAFETY: both node types start with the metadata word (repr(C)),
+        // and the node is alive per the module invariant.
+        unsafe { &*self.0.map_addr(|a| a & !1).cast::<AtomicU64>() }
+    }
+
+    /// Number of slots in use (1..=16 for leaves, 1..=10 for internal nodes).
+    #[inline]
+    pub(crate) fn len(self) -> usize {
+        (self.meta().load(Ordering::Relaxed) & LEN_MASK) as usize + 1
+    }
+
+    /// Whether the writer has replaced this node. Readers check it after
+    /// reading a leaf: a value read from a node that was still live
+    /// afterwards was current at that moment.
+    #[inline]
+    pub(crate) fn is_dead(self) -> bool {
+        self.meta().load(Ordering::Acquire) & DEAD != 0
+    }
+
+    pub(crate) fn mark_dead(self) {
+        let m = self.meta();
+        m.store(m.load(Ordering::Relaxed) | DEAD, Ordering::Release);
+    }
+
+    pub(crate) fn parent_addr(self) -> usize {
+        (self.meta().load(Ordering::Relaxed) & PARENT_MASK) as usize
+    }
+
+    pub(crate) fn set_parent(self, parent: Option<NodePtr>) {
+        let m = self.meta();
+        let addr = parent.map_or(0, |p| p.addr()) as u64;
+        m.store(
+            (m.load(Ordering::Relaxed) & !PARENT_MASK) | addr,
+            Ordering::Release,
+        );
+    }
+
+    pub(crate) fn meta_says_leaf(self) -> bool {
+        self.meta().load(Ordering::Relaxed) & LEAF != 0
+    }
+
+    /// Pivot `i` (only meaningful for `i < len - 1`; `u64::MAX` beyond).
+    #[inline]
+    pub(crate) fn pivot(self, i: usize) -> u64 {
+        if self.is_leaf() {
+            self.leaf().pivots[i]
+        } else {
+            self.internal().pivots[i]
+        }
+    }
+
+    /// Last index covered by slot `i` of a node whose range ends at `max`.
+    #[inline]
+    pub(crate) fn end(self, i: usize, max: u64) -> u64 {
+        if i + 1 == self.len() {
+            max
+        } else {
+            self.pivot(i)
+        }
+    }
+
+    /// The slot whose range contains `index` (which must lie in the node's
+    /// range): the number of pivots below `index`.
+    #[inline]
+    pub(crate) fn find_slot(self, index: u64) -> usize {
+        #[inline(always)]
+        fn below<const N: usize>(pivots: &[u64; N], index: u64) -> usize {
+            pivots.iter().map(|&p| usize::from(p < index)).sum()
+        }
+        if self.is_leaf() {
+            below(&self.leaf().pivots, index)
+        } else {
+            below(&self.internal().pivots, index)
+        }
+    }
+
+    /// Slot pointer `i`: a value (leaf) or a tagged child (internal).
+    #[inline]
+    pub(crate) fn slot(self, i: usize) -> *mut u8 {
+        if self.is_leaf() {
+            self.leaf().slots[i].load(Ordering::Acquire)
+        } else {
+            self.internal().slots[i].load(Ordering::Acquire)
+        }
+    }
+
+    /// Child `i` of an internal node.
+    #[inline]
+    pub(crate) fn child(self, i: usize) -> NodePtr {
+        NodePtr(self.internal().slots[i].load(Ordering::Acquire))
+    }
+
+    /// Publishes `child` in slot `i` of a live internal node with one
+    /// release store: readers see either the old child or the complete new
+    /// one, never a partly built node.
+    pub(crate) fn publish_child(self, i: usize, child: NodePtr) {
+        self.internal().slots[i].store(child.0, Ordering::Release);
+    }
+
+    #[inline]
+    pub(crate) fn gap(self, i: usize) -> u64 {
+        self.internal().gaps[i].load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_gap(self, i: usize, gap: u64) {
+        self.internal().gaps[i].store(gap, Ordering::Relaxed);
+    }
+
+    /// Largest gap recorded in an internal node.
+    pub(crate) fn max_child_gap(self) -> u64 {
+        (0..self.len()).map(|i| self.gap(i)).max().unwrap_or(0)
+    }
+
+    /// Largest absent range in a leaf covering `[min, max]`.
+    pub(crate) fn leaf_gap(self, min: u64, max: u64) -> u64 {
+        let mut best = 0;
+        let mut start = min;
+        for i in 0..self.len() {
+            let end = self.end(i, max);
+            if self.slot(i).is_null() {
+                best = best.max(gap_size(start, end));
+            }
+            start = end.wrapping_add(1);
+        }
+        best
+    }
+
+    /// The slot `i` as an [`Item`], for a node covering up to `max`.
+    pub(crate) fn item(self, i: usize, max: u64) -> Item {
+        Item {
+            end: self.end(i, max),
+            ptr: self.slot(i),
+            gap: if self.is_leaf() { 0 } else { self.gap(i) },
+        }
+    }
+
+    /// Allocates a node holding `items` (at least one; the last item's end
+    /// is the node's max and is not stored).
+    pub(crate) fn new(leaf: bool, items: &[Item], parent: Option<NodePtr>) -> NodePtr {
+        let len = items.len();
+        let meta = ((len - 1) as u64 & LEN_MASK)
+            | if leaf { LEAF } else { 0 }
+            | parent.map_or(0, |p| p.addr()) as u64;
+        if leaf {
+            assert!((1..=LEAF_SLOTS).contains(&len));
+            let node = Box::new(Leaf {
+                meta: AtomicU64::new(meta),
+                pivots: std::array::from_fn(|i| if i + 1 < len { items[i].end } else { u64::MAX }),
+                slots: std::array::from_fn(|i| {
+                    AtomicPtr::new(items.get(i).map_or(ptr::null_mut(), |it| it.ptr))
+                }),
+            });
+            NodePtr(Box::into_raw(node).cast::<u8>().map_addr(|a| a | 1))
+        } else {
+            assert!((1..=INTERNAL_SLOTS).contains(&len));
+            let node = Box::new(Internal {
+                meta: AtomicU64::new(meta),
+                pivots: std::array::from_fn(|i| if i + 1 < len { items[i].end } else { u64::MAX }),
+                slots: std::array::from_fn(|i| {
+                    AtomicPtr::new(items.get(i).map_or(ptr::null_mut(), |it| it.ptr))
+                }),
+                gaps: std::array::from_fn(|i| AtomicU64::new(items.get(i).map_or(0, |it| it.gap))),
+            });
+            NodePtr(Box::into_raw(node).cast::<u8>())
+        }
+    }
+
+    /// Rewrites a leaf in place with `items`.
+    ///
+    /// # Safety
+    /// The caller has exclusive access to the tree (`&mut`), so no reader
+    /// can be looking at this node.
+    pub(crate) unsafe fn rewrite_leaf(self, items: &[Item]) {
+        let len = items.len();
+        assert!((1..=LEAF_SLOTS).contains(&len));
+        // SAFETY: exclusive access per the contract; the node is alive and
+        // a leaf (tag checked by the debug assertion in `leaf`).
+        let leaf = unsafe { &mut *self.0.map_addr(|a| a & !1).cast::<Leaf>() };
+        for i in 0..LEAF_SLOTS - 1 {
+            leaf.pivots[i] = if i + 1 < len { items[i].end } else { u64::MAX };
+        }
+        for i in 0..LEAF_SLOTS {
+            let p = items.get(i).map_or(ptr::null_mut(), |it| it.ptr);
+            leaf.slots[i].store(p, Ordering::Relaxed);
+        }
+        let m = leaf.meta.load(Ordering::Relaxed);
+        leaf.meta
+            .store((m & !LEN_MASK) | (len - 1) as u64, Ordering::Relaxed);
+    }
+
+    /// Frees the node's memory (not its children or values).
+    ///
+    /// # Safety
+    /// The node is unreachable and no reader can still hold it: either the
+    /// caller has exclusive access, or a grace period has passed since it
+    /// was unlinked.
+    pub(crate) unsafe fn free(self) {
+        if self.is_leaf() {
+            // SAFETY: allocated by `new` as a Box<Leaf>; per the contract
+            // nobody can reach it any more.
+            drop(unsafe { Box::from_raw(self.0.map_addr(|a| a & !1).cast::<Leaf>()) });
+        } else {
+            // SAFETY: allocated by `new` as a Box<Internal>.
+            drop(unsafe { Box::from_raw(self.0.cast::<Internal>()) });
+        }
+    }
+}
+
+/// Size of the inclusive range `[start, end]`, saturated at `u64::MAX`
+/// (the whole key space has 2^64 indices).
+#[inline]
+pub(crate) fn gap_size(start: u64, end: u64) -> u64 {
+    (end - start).saturating_add(1)
+}
+
+/// Values live in `Arc`s so that the pieces of a split range share one `T`
+/// without copying it. Readers never touch the count; only the writer does,
+/// when it splits or drops a range.
+pub(crate) mod value {
+    use std::sync::Arc;
+
+    pub(crate) fn into_raw<T>(value: T) -> *mut u8 {
+        Arc::into_raw(Arc::new(value)).cast_mut().cast::<u8>()
+    }
+
+    /// # Safety
+    /// `p` came from [`into_raw`] for this `T` and its `Arc` is kept alive
+    /// for `'a` (by the tree borrow, or by a guard that defers its release).
+    pub(crate) unsafe fn get<'a, T>(p: *mut u8) -> &'a T {
+        // SAFETY: per the contract.
+        unsafe { &*p.cast::<T>() }
+    }
+
+    /// Adds a reference for a second piece of a split range.
+    ///
+    /// # Safety
+    /// `p` came from [`into_raw`] for this `T` and is still referenced.
+    pub(crate) unsafe fn share<T>(p: *mut u8) {
+        // SAFETY: per the contract the Arc is alive.
+        unsafe { Arc::increment_strong_count(p.cast::<T>()) }
+    }
+
+    /// Drops one reference; the last one drops the `T`.
+    ///
+    /// # Safety
+    /// `p` came from [`into_raw`] for this `T`, and this reference is no
+    /// longer reachable by any reader.
+    pub(crate) unsafe fn release<T>(p: *mut u8) {
+        // SAFETY: per the contract this reference is owned by the caller.
+        unsafe { Arc::decrement_strong_count(p.cast::<T>()) }
+    }
+}

@@ -1,0 +1,139 @@
+//! Fast randomized checks of the write algorithm against a per-index
+//! oracle, with `validate` after every step. The thorough model-based and
+//! concurrent suites live in `tests/`.
+
+use crate::{Error, MapleTree};
+use std::collections::BTreeMap;
+
+/// splitmix64: deterministic, dependency-free randomness.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Oracle: start -> (last, value).
+type Oracle = BTreeMap<u64, (u64, u32)>;
+
+fn oracle_store(o: &mut Oracle, first: u64, last: u64, v: Option<u32>) {
+    let overlapping: Vec<(u64, (u64, u32))> = o
+        .range(..=last)
+        .rev()
+        .take_while(|(_, &(l, _))| l >= first)
+        .map(|(&s, &e)| (s, e))
+        .collect();
+    for (s, (l, val)) in overlapping {
+        o.remove(&s);
+        if s < first {
+            o.insert(s, (first - 1, val));
+        }
+        if l > last {
+            o.insert(last + 1, (l, val));
+        }
+    }
+    if let Some(v) = v {
+        o.insert(first, (last, v));
+    }
+}
+
+fn check_same(tree: &MapleTree<u32>, o: &Oracle) {
+    tree.validate().unwrap();
+    let g = crate::pin();
+    let got: Vec<(u64, u64, u32)> = tree.iter(&g).map(|(a, b, v)| (a, b, *v)).collect();
+    let want: Vec<(u64, u64, u32)> = o.iter().map(|(&a, &(b, v))| (a, b, v)).collect();
+    assert_eq!(got, want);
+    let back: Vec<(u64, u64, u32)> = tree.iter(&g).rev().map(|(a, b, v)| (a, b, *v)).collect();
+    assert_eq!(back.into_iter().rev().collect::<Vec<_>>(), want);
+}
+
+fn run(seed: u64, steps: usize, domain: u64, shared: bool) {
+    let mut rng = Rng(seed);
+    let tree: MapleTree<u32> = MapleTree::new();
+    let mut tree = tree;
+    let mut o = Oracle::new();
+    for step in 0..steps {
+        let a = rng.below(domain);
+        let len = if rng.below(4) == 0 { rng.below(domain / 4 + 1) } else { rng.below(8) };
+        let b = (a + len).min(domain);
+        let v = step as u32;
+        match rng.below(10) {
+            0..=5 => {
+                if shared {
+                    tree.write().store_range(a, b, v).unwrap();
+                } else {
+                    tree.store_range(a, b, v).unwrap();
+                }
+                oracle_store(&mut o, a, b, Some(v));
+            }
+            6 | 7 => {
+                if shared {
+                    tree.write().erase_range(a, b).unwrap();
+                } else {
+                    tree.erase_range(a, b).unwrap();
+                }
+                oracle_store(&mut o, a, b, None);
+            }
+            8 => {
+                let got = if shared { tree.write().erase(a) } else { tree.erase(a) };
+                let want = o.range(..=a).next_back().filter(|(_, &(l, _))| l >= a).map(|(&s, &(l, _))| (s, l));
+                assert_eq!(got, want);
+                if let Some((s, l)) = want {
+                    oracle_store(&mut o, s, l, None);
+                }
+            }
+            _ => {
+                let free = o.range(..=b).next_back().is_none_or(|(_, &(l, _))| l < a);
+                let r = tree.insert_range(a, b, v);
+                if free {
+                    r.unwrap();
+                    oracle_store(&mut o, a, b, Some(v));
+                } else {
+                    assert_eq!(r, Err(Error::Exists));
+                }
+            }
+        }
+        check_same(&tree, &o);
+    }
+}
+
+#[test]
+fn random_small_domain() {
+    for seed in 0..20 {
+        run(seed, 400, 300, false);
+    }
+}
+
+#[test]
+fn random_large_domain_builds_height() {
+    for seed in 0..4 {
+        run(seed, 1500, 20_000, seed % 2 == 1);
+    }
+}
+
+#[test]
+fn ascending_then_erase_all() {
+    let mut tree = MapleTree::new();
+    let n = if cfg!(miri) { 200 } else { 5000u64 };
+    for i in 0..n {
+        tree.store_range(i * 5, i * 5 + 3, i).unwrap();
+    }
+    tree.validate().unwrap();
+    for i in (0..n).rev().step_by(3) {
+        assert_eq!(tree.erase(i * 5 + 1), Some((i * 5, i * 5 + 3)));
+    }
+    tree.validate().unwrap();
+    for i in 0..n {
+        tree.erase(i * 5);
+    }
+    tree.validate().unwrap();
+    assert!(tree.is_empty());
+    assert_eq!(tree.mem_stats().nodes, 0);
+}

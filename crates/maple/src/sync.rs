@@ -1,0 +1,69 @@
+//! The concurrency primitives the tree is built from, in one place.
+//!
+//! Normal builds use `std` atomics and crossbeam-epoch for grace periods.
+//! Under `--cfg vmscale_shuttle` the same names resolve to shuttle's
+//! schedule-exploring atomics and lock, and reclamation becomes "never free
+//! until the process ends", so the model test explores the publish /
+//! dead-node / restart protocol of the real code without an epoch collector
+//! that shuttle cannot see.
+
+#[cfg(not(vmscale_shuttle))]
+pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+#[cfg(not(vmscale_shuttle))]
+pub(crate) use std::sync::{Mutex, MutexGuard};
+
+#[cfg(vmscale_shuttle)]
+pub(crate) use shuttle::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+#[cfg(vmscale_shuttle)]
+pub(crate) use shuttle::sync::{Mutex, MutexGuard};
+
+#[cfg(not(vmscale_shuttle))]
+pub use crossbeam_epoch::Guard;
+
+/// Pins the current thread for a grace period.
+///
+/// While the returned [`Guard`] lives, no node or value that a reader could
+/// have reached through the tree is freed. References returned by the
+/// tree's read methods borrow the guard, so they cannot outlive it.
+///
+/// ```
+/// let mut tree = maple::MapleTree::new();
+/// tree.store_range(10, 19, "ten").unwrap();
+/// let guard = maple::pin();
+/// assert_eq!(tree.load(15, &guard), Some(&"ten"));
+/// ```
+#[cfg(not(vmscale_shuttle))]
+pub fn pin() -> Guard {
+    crossbeam_epoch::pin()
+}
+
+/// Runs `f` once no thread can still hold a reference obtained before this
+/// call: after a grace period.
+///
+/// # Safety
+/// `f` must only free memory that has already been unlinked from the tree,
+/// and must be safe to run on any thread.
+#[cfg(not(vmscale_shuttle))]
+pub(crate) unsafe fn defer<F: FnOnce()>(guard: &Guard, f: F) {
+    // SAFETY: the caller guarantees `f` touches only unlinked memory and is
+    // sendable in spirit (it frees nodes and drops `T: Send + Sync + 'static`
+    // values); crossbeam runs it after every pinned thread has moved on.
+    unsafe { guard.defer_unchecked(f) }
+}
+
+/// Shuttle stand-in for a grace-period guard: it does nothing, because in
+/// this configuration nothing is ever freed while the process runs.
+#[cfg(vmscale_shuttle)]
+pub struct Guard(());
+
+/// Shuttle stand-in for [`crossbeam_epoch::pin`].
+#[cfg(vmscale_shuttle)]
+pub fn pin() -> Guard {
+    Guard(())
+}
+
+/// Shuttle stand-in: leaks instead of freeing, which is trivially safe.
+#[cfg(vmscale_shuttle)]
+pub(crate) unsafe fn defer<F: FnOnce()>(_guard: &Guard, f: F) {
+    core::mem::forget(f);
+}

@@ -1,0 +1,646 @@
+//! The tree type and its read side: lookups, searches and statistics.
+
+use crate::error::Error;
+use crate::node::{gap_size, value, Item, NodePtr, INTERNAL_MIN, LEAF_MIN, LEAF_SLOTS, NODE_SIZE};
+use crate::path::Path;
+use crate::sync::{AtomicPtr, AtomicUsize, Guard, Mutex, Ordering};
+use std::marker::PhantomData;
+use std::ptr;
+
+/// A range map from `u64` indices to values, shaped like the Linux kernel's
+/// maple tree: a B-tree of non-overlapping inclusive ranges with 256-byte
+/// nodes, lock-free readers and `O(log n)` search for free gaps.
+///
+/// * Each entry covers an inclusive range `[first, last]`; ranges never
+///   overlap, and an index outside every range is absent.
+/// * Readers (`load`, `find`, iteration, gap search) take `&self` and a
+///   [`Guard`] from [`pin`](crate::pin): no lock, no shared write.
+/// * Writes through `&mut self` change nodes in place where they can.
+/// * Writes through [`write`](MapleTree::write) may run while readers are
+///   active: changed nodes are copied and published with one release store,
+///   and what they replace is freed after a grace period.
+///
+/// ```
+/// use maple::MapleTree;
+///
+/// let mut tree = MapleTree::new();
+/// tree.store_range(0x1000, 0x1fff, "text").unwrap();
+/// tree.store_range(0x3000, 0x3fff, "data").unwrap();
+///
+/// let guard = maple::pin();
+/// assert_eq!(tree.load(0x1800, &guard), Some(&"text"));
+/// assert_eq!(tree.load(0x2000, &guard), None);
+/// // The lowest free area of 0x1000 indices at or above 0x1000:
+/// assert_eq!(tree.empty_area(0x1000, u64::MAX, 0x1000, &guard), Ok(0x2000));
+/// ```
+pub struct MapleTree<T> {
+    /// Tagged root node, or null for an empty tree.
+    pub(crate) root: AtomicPtr<u8>,
+    /// Number of entries.
+    pub(crate) entries: AtomicUsize,
+    /// Nodes reachable from the root; `validate` checks it against a walk,
+    /// which is how a leaked (unreachable, never retired) node shows up.
+    pub(crate) nodes: AtomicUsize,
+    /// Serialises shared writers. `&mut` writers need not take it.
+    pub(crate) lock: Mutex<()>,
+    /// The tree owns `Arc<T>`s through raw pointers.
+    pub(crate) _values: PhantomData<std::sync::Arc<T>>,
+}
+
+/// Memory used by a tree's nodes, as reported by [`MapleTree::mem_stats`].
+///
+/// Values live in separately allocated `Arc`s and are not counted here.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemStats {
+    /// All nodes.
+    pub nodes: usize,
+    /// Leaf nodes.
+    pub leaves: usize,
+    /// Internal nodes.
+    pub internal: usize,
+    /// Levels, counting the leaves (0 for an empty tree).
+    pub height: usize,
+    /// Bytes of node memory (`nodes * 256`).
+    pub bytes: usize,
+    /// Entries stored.
+    pub entries: usize,
+}
+
+impl<T> Default for MapleTree<T> {
+    fn default() -> Self {
+        MapleTree {
+            root: AtomicPtr::new(ptr::null_mut()),
+            entries: AtomicUsize::new(0),
+            nodes: AtomicUsize::new(0),
+            lock: Mutex::new(()),
+            _values: PhantomData,
+        }
+    }
+}
+
+impl<T: Send + Sync> MapleTree<T> {
+    /// Creates an empty tree.
+    ///
+    /// ```
+    /// let tree: maple::MapleTree<u32> = maple::MapleTree::new();
+    /// assert!(tree.is_empty());
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    #[inline]
+    pub(crate) fn root_node(&self) -> Option<NodePtr> {
+        NodePtr::from_raw(self.root.load(Ordering::Acquire))
+    }
+
+    /// Number of entries (ranges) in the tree.
+    ///
+    /// ```
+    /// let mut tree = maple::MapleTree::new();
+    /// tree.store_range(1, 10, ()).unwrap();
+    /// tree.store_range(5, 5, ()).unwrap(); // splits [1,10] in three
+    /// assert_eq!(tree.len(), 3);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.entries.load(Ordering::Relaxed)
+    }
+
+    /// Whether the tree has no entries.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The value whose range contains `index`.
+    ///
+    /// ```
+    /// let mut tree = maple::MapleTree::new();
+    /// tree.store_range(100, 199, 'a').unwrap();
+    /// let guard = maple::pin();
+    /// assert_eq!(tree.load(150, &guard), Some(&'a'));
+    /// assert_eq!(tree.load(200, &guard), None);
+    /// ```
+    #[inline]
+    pub fn load<'g>(&'g self, index: u64, _guard: &'g Guard) -> Option<&'g T> {
+        loop {
+            let mut node = self.root_node()?;
+            while !node.is_leaf() {
+                node = node.child(node.find_slot(index));
+            }
+            let p = node.slot(node.find_slot(index));
+            if node.is_dead() {
+                // The writer replaced this leaf while we read it: what we
+                // read may be stale. Start again from the (new) root.
+                continue;
+            }
+            // SAFETY: `p` is a value of this tree read from a leaf that was
+            // live after the read; its release is deferred past `_guard`
+            // (shared writes) or needs `&mut self` (exclusive writes), which
+            // the `'g` borrow of `self` excludes.
+            return (!p.is_null()).then(|| unsafe { value::get::<T>(p) });
+        }
+    }
+
+    /// The entry containing `index`, as `(first, last, value)`.
+    ///
+    /// ```
+    /// let mut tree = maple::MapleTree::new();
+    /// tree.store_range(100, 199, 'a').unwrap();
+    /// let guard = maple::pin();
+    /// assert_eq!(tree.load_entry(150, &guard), Some((100, 199, &'a')));
+    /// ```
+    pub fn load_entry<'g>(&'g self, index: u64, guard: &'g Guard) -> Option<(u64, u64, &'g T)> {
+        self.find(index, index, guard)
+    }
+
+    /// The first entry intersecting `[index, max]`, as `(first, last,
+    /// value)` with the entry's whole range.
+    ///
+    /// ```
+    /// let mut tree = maple::MapleTree::new();
+    /// tree.store_range(10, 19, 1).unwrap();
+    /// tree.store_range(30, 39, 2).unwrap();
+    /// let guard = maple::pin();
+    /// assert_eq!(tree.find(15, 100, &guard), Some((10, 19, &1)));
+    /// assert_eq!(tree.find(20, 100, &guard), Some((30, 39, &2)));
+    /// assert_eq!(tree.find(20, 29, &guard), None);
+    /// ```
+    pub fn find<'g>(&'g self, index: u64, max: u64, _guard: &'g Guard) -> Option<(u64, u64, &'g T)> {
+        let (first, last, p) = self.seek_fwd(&mut None, index, max)?;
+        // SAFETY: as in `load`.
+        Some((first, last, unsafe { value::get::<T>(p) }))
+    }
+
+    /// The last entry intersecting `[min, index]`, as `(first, last,
+    /// value)` with the entry's whole range.
+    ///
+    /// ```
+    /// let mut tree = maple::MapleTree::new();
+    /// tree.store_range(10, 19, 1).unwrap();
+    /// tree.store_range(30, 39, 2).unwrap();
+    /// let guard = maple::pin();
+    /// assert_eq!(tree.find_rev(29, 0, &guard), Some((10, 19, &1)));
+    /// assert_eq!(tree.find_rev(29, 20, &guard), None);
+    /// ```
+    pub fn find_rev<'g>(&'g self, index: u64, min: u64, _guard: &'g Guard) -> Option<(u64, u64, &'g T)> {
+        let (first, last, p) = self.seek_rev(&mut None, index, min)?;
+        // SAFETY: as in `load`.
+        Some((first, last, unsafe { value::get::<T>(p) }))
+    }
+
+    /// Forward search used by `find`, cursors and iterators: the first
+    /// present entry intersecting `[index, max]`. `cache` keeps the path
+    /// between calls, so a sequential scan walks from the root once per
+    /// leaf at most, not once per entry.
+    pub(crate) fn seek_fwd(&self, cache: &mut Option<Path>, index: u64, max: u64) -> Option<(u64, u64, *mut u8)> {
+        if index > max {
+            return None;
+        }
+        'restart: loop {
+            let path = match cache {
+                Some(p) if p.leaf().min <= index && index <= p.leaf().max && !p.leaf().node.is_dead() => {
+                    let leaf = p.leaf_mut();
+                    leaf.slot = leaf.node.find_slot(index);
+                    p
+                }
+                _ => cache.insert(Path::walk(self.root_node()?, index)),
+            };
+            loop {
+                let leaf = *path.leaf();
+                for slot in leaf.slot..leaf.node.len() {
+                    let l = crate::path::Level { slot, ..leaf };
+                    let (first, last) = (l.slot_start(), l.slot_end());
+                    if first > max {
+                        break;
+                    }
+                    let p = leaf.node.slot(slot);
+                    if !p.is_null() {
+                        if leaf.node.is_dead() {
+                            *cache = None;
+                            continue 'restart;
+                        }
+                        path.leaf_mut().slot = slot;
+                        return Some((first, last, p));
+                    }
+                }
+                if leaf.max >= max || !path.next_leaf() {
+                    if leaf.node.is_dead() {
+                        *cache = None;
+                        continue 'restart;
+                    }
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Backward search: the last present entry intersecting `[min, index]`.
+    pub(crate) fn seek_rev(&self, cache: &mut Option<Path>, index: u64, min: u64) -> Option<(u64, u64, *mut u8)> {
+        if index < min {
+            return None;
+        }
+        'restart: loop {
+            let path = match cache {
+                Some(p) if p.leaf().min <= index && index <= p.leaf().max && !p.leaf().node.is_dead() => {
+                    let leaf = p.leaf_mut();
+                    leaf.slot = leaf.node.find_slot(index);
+                    p
+                }
+                _ => cache.insert(Path::walk(self.root_node()?, index)),
+            };
+            loop {
+                let leaf = *path.leaf();
+                for slot in (0..=leaf.slot).rev() {
+                    let l = crate::path::Level { slot, ..leaf };
+                    let (first, last) = (l.slot_start(), l.slot_end());
+                    if last < min {
+                        break;
+                    }
+                    let p = leaf.node.slot(slot);
+                    if !p.is_null() {
+                        if leaf.node.is_dead() {
+                            *cache = None;
+                            continue 'restart;
+                        }
+                        path.leaf_mut().slot = slot;
+                        return Some((first, last, p));
+                    }
+                }
+                if leaf.min <= min || !path.prev_leaf() {
+                    if leaf.node.is_dead() {
+                        *cache = None;
+                        continue 'restart;
+                    }
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// The lowest `a` such that `[a, a + size - 1]` lies within `[min, max]`
+    /// and holds no entry. `O(log n)`: subtrees whose recorded largest gap
+    /// is smaller than `size` are skipped.
+    ///
+    /// Errors: [`Error::InvalidArgument`] if `size` is 0 or `min > max`;
+    /// [`Error::Busy`] if no such area exists.
+    ///
+    /// Under concurrent shared writes the answer was free in a leaf that was
+    /// live when it was read; gap records are hints that the search verifies.
+    ///
+    /// ```
+    /// let mut tree = maple::MapleTree::new();
+    /// tree.store_range(0, 99, ()).unwrap();
+    /// tree.store_range(110, 199, ()).unwrap();
+    /// let g = maple::pin();
+    /// assert_eq!(tree.empty_area(0, 1000, 10, &g), Ok(100));
+    /// assert_eq!(tree.empty_area(0, 1000, 11, &g), Ok(200));
+    /// assert_eq!(tree.empty_area(0, 150, 11, &g), Err(maple::Error::Busy));
+    /// ```
+    pub fn empty_area(&self, min: u64, max: u64, size: u64, _guard: &Guard) -> Result<u64, Error> {
+        self.gap_search(min, max, size, false)
+    }
+
+    /// The highest `a` such that `[a, a + size - 1]` lies within `[min,
+    /// max]` and holds no entry (top-down allocation, as for `mmap`).
+    /// Errors as for [`empty_area`](Self::empty_area).
+    ///
+    /// ```
+    /// let mut tree = maple::MapleTree::new();
+    /// tree.store_range(900, 999, ()).unwrap();
+    /// let g = maple::pin();
+    /// assert_eq!(tree.empty_area_rev(0, 999, 100, &g), Ok(800));
+    /// ```
+    pub fn empty_area_rev(&self, min: u64, max: u64, size: u64, _guard: &Guard) -> Result<u64, Error> {
+        self.gap_search(min, max, size, true)
+    }
+
+    fn gap_search(&self, min: u64, max: u64, size: u64, rev: bool) -> Result<u64, Error> {
+        if size == 0 {
+            return Err(Error::InvalidArgument("gap size must be at least 1"));
+        }
+        if min > max {
+            return Err(Error::InvalidArgument("min must not exceed max"));
+        }
+        if size - 1 > max - min {
+            return Err(Error::Busy);
+        }
+        loop {
+            let Some(root) = self.root_node() else {
+                return Ok(if rev { max - (size - 1) } else { min });
+            };
+            let want = GapQuery { min, max, size, rev };
+            match want.search(root, 0, u64::MAX) {
+                Search::Found(a) => return Ok(a),
+                Search::NotFound => return Err(Error::Busy),
+                Search::Stale => continue,
+            }
+        }
+    }
+
+    /// Node memory and shape. Walks the whole tree (`O(n)`).
+    ///
+    /// ```
+    /// let mut tree = maple::MapleTree::new();
+    /// for i in 0..100u64 {
+    ///     tree.store_range(i * 10, i * 10 + 4, i).unwrap();
+    /// }
+    /// let s = tree.mem_stats();
+    /// assert_eq!(s.entries, 100);
+    /// assert_eq!(s.bytes, s.nodes * 256);
+    /// assert!(s.height >= 2);
+    /// ```
+    pub fn mem_stats(&self) -> MemStats {
+        fn walk(node: NodePtr, depth: usize, s: &mut MemStats) {
+            s.nodes += 1;
+            s.height = s.height.max(depth);
+            if node.is_leaf() {
+                s.leaves += 1;
+            } else {
+                s.internal += 1;
+                for i in 0..node.len() {
+                    walk(node.child(i), depth + 1, s);
+                }
+            }
+        }
+        let _guard = crate::pin();
+        let mut s = MemStats {
+            entries: self.len(),
+            ..MemStats::default()
+        };
+        if let Some(root) = self.root_node() {
+            walk(root, 1, &mut s);
+        }
+        s.bytes = s.nodes * NODE_SIZE;
+        s
+    }
+
+    /// Checks every structural invariant of the tree and returns the first
+    /// violation found. Exact only while no writer is active.
+    ///
+    /// Checked: pivots strictly ascending inside each node's bounds and
+    /// `u64::MAX` past `len`; unused slots null; every leaf at one depth;
+    /// recorded gaps equal to the real largest gap of each child; fill rules
+    /// (root internal node: at least 2 children; other nodes at least half
+    /// full minus one, except the rightmost node of each level); parent links;
+    /// no dead node reachable; no two adjacent absent ranges anywhere (so a
+    /// gap never straddles a leaf boundary); entry and node counters.
+    ///
+    /// ```
+    /// let mut tree = maple::MapleTree::new();
+    /// tree.store_range(1, 2, ()).unwrap();
+    /// assert_eq!(tree.validate(), Ok(()));
+    /// ```
+    pub fn validate(&self) -> Result<(), String> {
+        let _guard = crate::pin();
+        let Some(root) = self.root_node() else {
+            return match self.len() {
+                0 => Ok(()),
+                n => Err(format!("empty tree claims {n} entries")),
+            };
+        };
+        let mut v = Validator::default();
+        if root.parent_addr() != 0 {
+            return Err("root has a parent".into());
+        }
+        let (gap, _) = v.node(root, 0, u64::MAX, 1, true)?;
+        let _ = gap;
+        if root.is_leaf() && root.len() == 1 && root.slot(0).is_null() {
+            return Err("root is a leaf holding only absence; should be empty".into());
+        }
+        if !root.is_leaf() && root.len() < 2 {
+            return Err("internal root with one child".into());
+        }
+        if v.entries != self.len() {
+            return Err(format!("len() is {} but {} entries found", self.len(), v.entries));
+        }
+        let counted = self.nodes.load(Ordering::Relaxed);
+        if v.nodes != counted {
+            return Err(format!("{} nodes reachable but {counted} allocated and not retired", v.nodes));
+        }
+        Ok(())
+    }
+}
+
+enum Search {
+    Found(u64),
+    NotFound,
+    /// Met a dead leaf: the answer may be stale, search again.
+    Stale,
+}
+
+/// A gap search in progress.
+struct GapQuery {
+    min: u64,
+    max: u64,
+    size: u64,
+    rev: bool,
+}
+
+impl GapQuery {
+    fn search(&self, node: NodePtr, nmin: u64, nmax: u64) -> Search {
+        let len = node.len();
+        if node.is_leaf() {
+            let mut found = None;
+            let mut start = nmin;
+            for i in 0..len {
+                let end = node.end(i, nmax);
+                if node.slot(i).is_null() && end >= self.min && start <= self.max {
+                    let (a, b) = (start.max(self.min), end.min(self.max));
+                    if gap_size(a, b) >= self.size {
+                        found = Some(if self.rev { b - (self.size - 1) } else { a });
+                        if !self.rev {
+                            break;
+                        }
+                    }
+                }
+                start = end.wrapping_add(1);
+            }
+            return match found {
+                _ if node.is_dead() => Search::Stale,
+                Some(a) => Search::Found(a),
+                None => Search::NotFound,
+            };
+        }
+        let visit = |i: usize| {
+            let cmin = if i == 0 { nmin } else { node.pivot(i - 1) + 1 };
+            let cmax = node.end(i, nmax);
+            if cmax < self.min || cmin > self.max || node.gap(i) < self.size {
+                return Search::NotFound;
+            }
+            self.search(node.child(i), cmin, cmax)
+        };
+        let order: &mut dyn Iterator<Item = usize> = if self.rev { &mut (0..len).rev() } else { &mut (0..len) };
+        for i in order {
+            match visit(i) {
+                Search::NotFound => {}
+                other => return other,
+            }
+        }
+        Search::NotFound
+    }
+}
+
+/// State of one `validate` walk.
+#[derive(Default)]
+struct Validator {
+    entries: usize,
+    nodes: usize,
+    leaf_depth: Option<usize>,
+    /// Whether the range just before the current position was absent
+    /// (`None` before the first range).
+    prev_absent: Option<bool>,
+}
+
+impl Validator {
+    /// Checks `node` covering `[min, max]`; returns its largest gap and
+    /// whether it is the rightmost node of its level.
+    fn node(&mut self, node: NodePtr, min: u64, max: u64, depth: usize, is_root: bool) -> Result<(u64, ()), String> {
+        self.nodes += 1;
+        let at = |msg: String| format!("node at depth {depth} covering [{min:#x}, {max:#x}]: {msg}");
+        if node.is_dead() {
+            return Err(at("dead node reachable".into()));
+        }
+        if node.meta_says_leaf() != node.is_leaf() {
+            return Err(at("metadata type disagrees with pointer tag".into()));
+        }
+        let len = node.len();
+        let cap = if node.is_leaf() { LEAF_SLOTS } else { crate::node::INTERNAL_SLOTS };
+        let least = if node.is_leaf() { LEAF_MIN } else { INTERNAL_MIN };
+        if !is_root && max != u64::MAX && len < least {
+            return Err(at(format!("{len} slots, below the minimum {least}")));
+        }
+        let mut start = min;
+        for i in 0..cap - 1 {
+            let p = node.pivot(i);
+            if i + 1 < len {
+                if p < start || p >= max {
+                    return Err(at(format!("pivot {i} = {p:#x} out of order or bounds")));
+                }
+                start = p + 1;
+            } else if p != u64::MAX {
+                return Err(at(format!("unused pivot {i} = {p:#x}, expected u64::MAX")));
+            }
+        }
+        for i in len..cap {
+            if !node.slot(i).is_null() {
+                return Err(at(format!("unused slot {i} is not null")));
+            }
+        }
+        if node.is_leaf() {
+            match self.leaf_depth {
+                None => self.leaf_depth = Some(depth),
+                Some(d) if d != depth => return Err(at(format!("leaf at depth {depth}, others at {d}"))),
+                Some(_) => {}
+            }
+            for i in 0..len {
+                let absent = node.slot(i).is_null();
+                if absent && self.prev_absent == Some(true) {
+                    return Err(at(format!("slot {i} is absent and so is the range before it")));
+                }
+                self.prev_absent = Some(absent);
+                self.entries += usize::from(!absent);
+            }
+            return Ok((node.leaf_gap(min, max), ()));
+        }
+        let mut best = 0;
+        let mut cmin = min;
+        for i in 0..len {
+            let child = node.child(i);
+            let cmax = node.end(i, max);
+            if child.raw().is_null() {
+                return Err(at(format!("child {i} is null")));
+            }
+            if child.parent_addr() != node.addr() {
+                return Err(at(format!("child {i} has a wrong parent link")));
+            }
+            let (gap, ()) = self.node(child, cmin, cmax, depth + 1, false)?;
+            if node.gap(i) != gap {
+                return Err(at(format!("gap {i} records {} but the child's largest gap is {gap}", node.gap(i))));
+            }
+            best = best.max(gap);
+            cmin = cmax.wrapping_add(1);
+        }
+        for i in len..cap {
+            if node.gap(i) != 0 {
+                return Err(at(format!("unused gap {i} is not 0")));
+            }
+        }
+        Ok((best, ()))
+    }
+}
+
+impl<T> Drop for MapleTree<T> {
+    fn drop(&mut self) {
+        fn free<T>(node: NodePtr) {
+            for i in 0..node.len() {
+                let p = node.slot(i);
+                if node.is_leaf() {
+                    if !p.is_null() {
+                        // SAFETY: we own the tree; each slot holds one
+                        // reference of its value.
+                        unsafe { value::release::<T>(p) };
+                    }
+                } else {
+                    free::<T>(node.child(i));
+                }
+            }
+            // SAFETY: `&mut self`: nothing can reach the node any more.
+            unsafe { node.free() };
+        }
+        if let Some(root) = NodePtr::from_raw(*self.root.get_mut()) {
+            free::<T>(root);
+        }
+    }
+}
+
+impl<T: Send + Sync> Clone for MapleTree<T> {
+    /// Duplicates the tree node by node, the way `fork` copies an address
+    /// space: same shape, values shared (each `T` is reference-counted, not
+    /// cloned). Takes the writer lock, so it sees no half-made shared write.
+    fn clone(&self) -> Self {
+        fn copy<T>(node: NodePtr, parent: Option<NodePtr>, max: u64, nodes: &mut usize) -> NodePtr {
+            *nodes += 1;
+            let len = node.len();
+            let mut items = [Item { end: 0, ptr: ptr::null_mut(), gap: 0 }; LEAF_SLOTS];
+            for (i, item) in items.iter_mut().enumerate().take(len) {
+                *item = node.item(i, max);
+                if node.is_leaf() && !item.ptr.is_null() {
+                    // SAFETY: the value is alive (we hold the writer lock,
+                    // so it cannot be released) and gains a second owner.
+                    unsafe { value::share::<T>(item.ptr) };
+                }
+            }
+            let new = NodePtr::new(node.is_leaf(), &items[..len], parent);
+            if !node.is_leaf() {
+                for i in 0..len {
+                    let child = copy::<T>(node.child(i), Some(new), items[i].end, nodes);
+                    new.publish_child(i, child);
+                }
+            }
+            new
+        }
+        let _lock = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _guard = crate::pin();
+        let tree = MapleTree::new();
+        let mut nodes = 0;
+        if let Some(root) = self.root_node() {
+            let new = copy::<T>(root, None, u64::MAX, &mut nodes);
+            tree.root.store(new.raw(), Ordering::Release);
+        }
+        tree.nodes.store(nodes, Ordering::Relaxed);
+        tree.entries.store(self.len(), Ordering::Relaxed);
+        tree
+    }
+}
+
+impl<T: Send + Sync> std::fmt::Debug for MapleTree<T>
+where
+    T: std::fmt::Debug,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let guard = crate::pin();
+        f.debug_map()
+            .entries(self.iter(&guard).map(|(a, b, v)| (a..=b, v)))
+            .finish()
+    }
+}

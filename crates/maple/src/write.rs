@@ -1,0 +1,735 @@
+//! The write path: one algorithm for every store, insert and erase.
+//!
+//! A write of `[lo, hi] = p` (null `p`: make absent) replaces the run of
+//! ranges that intersect `[lo, hi]` with at most three: the uncovered left
+//! part of the first one, the new range, the uncovered right part of the
+//! last one. The tree keeps one canonical form — every range is exactly one
+//! slot, and no two absent ranges are adjacent — so an erase first widens
+//! `[lo, hi]` over absent neighbours, even across leaves. That canonical
+//! form is what lets gap search trust each leaf in isolation.
+//!
+//! Structurally, the leaves holding `lo` and `hi` (and any between them)
+//! are replaced by 1–3 new leaves; that changes their parents, which are
+//! replaced in turn, and so on up until a level where a single node is
+//! replaced by a single node. Only there is anything published: one
+//! release store of the new node into its (unchanged) parent's slot, or
+//! into the root. Everything below it was built privately. Nodes that fall
+//! below their fill minimum absorb a neighbour on the same level first, and
+//! nodes that overflow are split; the rightmost node of each level is
+//! exempt from the minimum so that ascending inserts fill nodes completely.
+//!
+//! With `&mut` access the common case — a leaf rewritten into one leaf — is
+//! done in place with no allocation; replaced nodes and values are freed at
+//! once. Shared writers copy, mark replaced nodes dead after publishing,
+//! and hand them to the grace-period collector.
+
+use crate::error::Error;
+use crate::node::{gap_size, value, Item, NodePtr, INTERNAL_MIN, INTERNAL_SLOTS, LEAF_MIN, LEAF_SLOTS, MAX_HEIGHT};
+use crate::path::{Level, Path};
+use crate::sync::{defer, Guard, MutexGuard, Ordering};
+use crate::MapleTree;
+use std::ptr;
+
+/// How a write may treat nodes that readers could be looking at.
+#[derive(Clone, Copy)]
+enum Access<'a> {
+    /// `&mut` access: no reader exists; modify in place, free at once.
+    Exclusive,
+    /// Readers may be active: copy on write, free after a grace period.
+    Shared(&'a Guard),
+}
+
+/// Largest content a level can hold while being rebuilt: a leaf's worth of
+/// slots before the write, three new ranges, a leaf's worth after, or an
+/// underfull node plus a neighbour.
+const BUF: usize = 2 * LEAF_SLOTS + 8;
+
+/// Slots of a run of nodes being rebuilt.
+struct Buf {
+    items: [Item; BUF],
+    len: usize,
+}
+
+impl Buf {
+    fn new() -> Self {
+        Buf {
+            items: [Item { end: 0, ptr: ptr::null_mut(), gap: 0 }; BUF],
+            len: 0,
+        }
+    }
+
+    fn push(&mut self, item: Item) {
+        self.items[self.len] = item;
+        self.len += 1;
+    }
+
+    fn as_slice(&self) -> &[Item] {
+        &self.items[..self.len]
+    }
+
+    /// Appends every slot of `level.node`, or only `range` of them.
+    fn extend_from(&mut self, level: &Level, range: std::ops::Range<usize>) {
+        for i in range {
+            self.push(level.node.item(i, level.max));
+        }
+    }
+}
+
+/// Nodes and values a write unlinks.
+#[derive(Default)]
+struct Retired {
+    nodes: Vec<NodePtr>,
+    values: Vec<*mut u8>,
+    /// Entries removed with them (for the entry count).
+    entries: usize,
+}
+
+impl Retired {
+    /// Unlinks a whole subtree: all its nodes and values.
+    fn subtree(&mut self, node: NodePtr) {
+        self.nodes.push(node);
+        for i in 0..node.len() {
+            if node.is_leaf() {
+                let p = node.slot(i);
+                if !p.is_null() {
+                    self.values.push(p);
+                    self.entries += 1;
+                }
+            } else {
+                self.subtree(node.child(i));
+            }
+        }
+    }
+}
+
+/// Sizes of the nodes `count` slots are split into. The rightmost node of
+/// a level fills its left part completely (ascending inserts then leave
+/// full nodes behind); elsewhere the split is even.
+fn split_sizes(count: usize, cap: usize, rightmost: bool) -> ([usize; 4], usize) {
+    let k = count.div_ceil(cap);
+    let mut sizes = [0; 4];
+    if rightmost {
+        sizes[..k].fill(cap);
+        sizes[k - 1] = count - cap * (k - 1);
+    } else {
+        for (i, s) in sizes.iter_mut().enumerate().take(k) {
+            *s = count / k + usize::from(i < count % k);
+        }
+    }
+    (sizes, k)
+}
+
+/// Largest gap of a node about to be built from `items` over `[min, ..]`.
+fn items_gap(leaf: bool, items: &[Item], min: u64) -> u64 {
+    if !leaf {
+        return items.iter().map(|it| it.gap).max().unwrap_or(0);
+    }
+    let mut start = min;
+    let mut best = 0;
+    for it in items {
+        if it.ptr.is_null() {
+            best = best.max(gap_size(start, it.end));
+        }
+        start = it.end.wrapping_add(1);
+    }
+    best
+}
+
+fn check_range(first: u64, last: u64) -> Result<(), Error> {
+    if first > last {
+        Err(Error::InvalidRange { first, last })
+    } else {
+        Ok(())
+    }
+}
+
+impl<T: Send + Sync> MapleTree<T> {
+    /// The range (present or absent) containing `index`, seen by the writer.
+    fn range_at(&self, index: u64) -> (u64, u64, *mut u8) {
+        match self.root_node() {
+            None => (0, u64::MAX, ptr::null_mut()),
+            Some(root) => {
+                let path = Path::walk(root, index);
+                let leaf = path.leaf();
+                (leaf.slot_start(), leaf.slot_end(), leaf.node.slot(leaf.slot))
+            }
+        }
+    }
+
+    /// Whether every index in `[first, last]` is absent.
+    fn is_absent(&self, first: u64, last: u64) -> bool {
+        let (_, end, p) = self.range_at(first);
+        p.is_null() && end >= last
+    }
+
+    /// Writes `[first, last] = p` (null: absent). The caller has checked
+    /// `first <= last` and, for `Access::Exclusive`, holds `&mut self`.
+    fn write_range(&self, first: u64, last: u64, p: *mut u8, access: Access<'_>) {
+        let (mut lo, mut hi) = (first, last);
+        if p.is_null() {
+            // Widen over absent neighbours to keep absent ranges maximal.
+            let (a, b, q) = self.range_at(first);
+            if q.is_null() {
+                if b >= last {
+                    return; // already absent: nothing to do
+                }
+                lo = a;
+            } else if a == first && first > 0 {
+                let (a2, _, q2) = self.range_at(first - 1);
+                if q2.is_null() {
+                    lo = a2;
+                }
+            }
+            let (a, b, q) = self.range_at(last);
+            if q.is_null() {
+                hi = b;
+            } else if b == last && last < u64::MAX {
+                let (_, b2, q2) = self.range_at(last + 1);
+                if q2.is_null() {
+                    hi = b2;
+                }
+            }
+            let _ = a;
+        }
+        let Some(root) = self.root_node() else {
+            // p is non-null here: an empty tree returned above for erases.
+            let mut buf = Buf::new();
+            if lo > 0 {
+                buf.push(Item { end: lo - 1, ptr: ptr::null_mut(), gap: 0 });
+            }
+            buf.push(Item { end: hi, ptr: p, gap: 0 });
+            if hi < u64::MAX {
+                buf.push(Item { end: u64::MAX, ptr: ptr::null_mut(), gap: 0 });
+            }
+            let leaf = NodePtr::new(true, buf.as_slice(), None);
+            self.root.store(leaf.raw(), Ordering::Release);
+            self.nodes.store(1, Ordering::Relaxed);
+            self.entries.store(1, Ordering::Relaxed);
+            return;
+        };
+        let mut w = Rebuild {
+            pl: Path::walk(root, lo),
+            pr: Path::walk(root, hi),
+            retired: Retired::default(),
+            created: 0,
+            access,
+        };
+        let depth = w.pl.depth;
+        let orig: Vec<(NodePtr, NodePtr)> = (0..depth).map(|d| (w.pl.levels[d].node, w.pr.levels[d].node)).collect();
+        w.unlink_between();
+        let (buf, added, removed) = w.leaf_content::<T>(lo, hi, p);
+        let top = w.climb(self, buf);
+        // Nodes of the original paths below the level that was published
+        // were all replaced.
+        for &(l, r) in &orig[top + 1..] {
+            w.retired.nodes.push(l);
+            w.retired.nodes.push(r);
+        }
+        let entries = self.len() + added - removed - w.retired.entries;
+        self.entries.store(entries, Ordering::Relaxed);
+        w.finish(self);
+    }
+}
+
+/// One write's rebuild: the paths to both ends and what it unlinks.
+struct Rebuild<'a> {
+    pl: Path,
+    pr: Path,
+    retired: Retired,
+    created: usize,
+    access: Access<'a>,
+}
+
+impl Rebuild<'_> {
+    /// Unlinks the subtrees strictly between the two paths: every range in
+    /// them lies inside the write.
+    fn unlink_between(&mut self) {
+        for d in 0..self.pl.depth - 1 {
+            let (l, r) = (self.pl.levels[d], self.pr.levels[d]);
+            if l.node == r.node {
+                for s in l.slot + 1..r.slot {
+                    self.retired.subtree(l.node.child(s));
+                }
+            } else {
+                for s in l.slot + 1..l.node.len() {
+                    self.retired.subtree(l.node.child(s));
+                }
+                for s in 0..r.slot {
+                    self.retired.subtree(r.node.child(s));
+                }
+            }
+        }
+    }
+
+    /// The new content of the leaves from `lo`'s to `hi`'s, and the entry
+    /// count change (added, removed) within them.
+    fn leaf_content<T>(&mut self, lo: u64, hi: u64, p: *mut u8) -> (Buf, usize, usize) {
+        let l = *self.pl.leaf();
+        let r = *self.pr.leaf();
+        let mut buf = Buf::new();
+        buf.extend_from(&l, 0..l.slot);
+        let lp = l.node.slot(l.slot);
+        let left_keep = l.slot_start() < lo;
+        if left_keep {
+            buf.push(Item { end: lo - 1, ptr: lp, gap: 0 });
+        }
+        buf.push(Item { end: hi, ptr: p, gap: 0 });
+        let rp = r.node.slot(r.slot);
+        let right_end = r.slot_end();
+        let right_keep = right_end > hi;
+        if right_keep {
+            buf.push(Item { end: right_end, ptr: rp, gap: 0 });
+        }
+        buf.extend_from(&r, r.slot + 1..r.node.len());
+
+        // Each covered range loses its slot; a kept remnant needs one
+        // reference, so a range split in two gains one.
+        let mut removed = 0;
+        let covered: Vec<(NodePtr, usize)> = if l.node == r.node {
+            (l.slot..=r.slot).map(|s| (l.node, s)).collect()
+        } else {
+            (l.slot..l.node.len())
+                .map(|s| (l.node, s))
+                .chain((0..=r.slot).map(|s| (r.node, s)))
+                .collect()
+        };
+        for (node, s) in covered {
+            let q = node.slot(s);
+            if q.is_null() {
+                continue;
+            }
+            removed += 1;
+            let keeps = usize::from(node == l.node && s == l.slot && left_keep)
+                + usize::from(node == r.node && s == r.slot && right_keep);
+            match keeps {
+                0 => self.retired.values.push(q),
+                1 => {}
+                // SAFETY: `q` is a live value of this tree; the writer is
+                // the only one who changes reference counts.
+                _ => unsafe { value::share::<T>(q) },
+            }
+        }
+        let added = usize::from(left_keep && !lp.is_null())
+            + usize::from(right_keep && !rp.is_null())
+            + usize::from(!p.is_null());
+        (buf, added, removed)
+    }
+
+    fn new_node(&mut self, leaf: bool, items: &[Item], parent: Option<NodePtr>) -> NodePtr {
+        let node = NodePtr::new(leaf, items, parent);
+        self.created += 1;
+        if !leaf {
+            for it in items {
+                NodePtr::from_raw(it.ptr).expect("internal items hold children").set_parent(Some(node));
+            }
+        }
+        node
+    }
+
+    /// Rebuilds level by level from the leaves up and publishes the result.
+    /// `buf` holds the new content of the run `pl.leaf() ..= pr.leaf()`.
+    /// Returns the depth at which the new subtree was published.
+    fn climb<T>(&mut self, tree: &MapleTree<T>, mut buf: Buf) -> usize {
+        let depth = self.pl.depth;
+        let mut d = depth - 1;
+        let mut left = self.pl.levels[d];
+        let mut right = self.pr.levels[d];
+        loop {
+            let leaf = d == depth - 1;
+            let (cap, least) = if leaf { (LEAF_SLOTS, LEAF_MIN) } else { (INTERNAL_SLOTS, INTERNAL_MIN) };
+            if d > 0 && buf.len < least && right.max != u64::MAX {
+                // Underfull: absorb the neighbour on this level (it exists:
+                // only the rightmost node lacks a right neighbour).
+                if self.pl.step_level(d, false) {
+                    left = self.pl.levels[d];
+                    let mut merged = Buf::new();
+                    merged.extend_from(&left, 0..left.node.len());
+                    for it in buf.as_slice() {
+                        merged.push(*it);
+                    }
+                    buf = merged;
+                } else if self.pr.step_level(d, true) {
+                    right = self.pr.levels[d];
+                    buf.extend_from(&right, 0..right.node.len());
+                }
+            }
+            self.retired.nodes.push(left.node);
+            self.retired.nodes.push(right.node);
+            let rightmost = right.max == u64::MAX;
+            if left.node == right.node && buf.len <= cap && (d == 0 || buf.len >= least || rightmost) {
+                self.publish(tree, d, leaf, &left, &buf);
+                return d;
+            }
+            let (sizes, k) = split_sizes(buf.len, cap, rightmost);
+            let mut up = Buf::new();
+            let mut start = 0;
+            let mut min = left.min;
+            for &size in &sizes[..k] {
+                let items = &buf.as_slice()[start..start + size];
+                let node = self.new_node(leaf, items, None);
+                let end = items[size - 1].end;
+                up.push(Item { end, ptr: node.raw(), gap: items_gap(leaf, items, min) });
+                min = end.wrapping_add(1);
+                start += size;
+            }
+            if d == 0 {
+                // The root split: the tree grows a level.
+                assert!(depth < MAX_HEIGHT, "maple tree deeper than MAX_HEIGHT");
+                let root = self.new_node(false, up.as_slice(), None);
+                tree.root.store(root.raw(), Ordering::Release);
+                return 0;
+            }
+            let (pleft, pright) = (self.pl.levels[d - 1], self.pr.levels[d - 1]);
+            let mut next = Buf::new();
+            next.extend_from(&pleft, 0..pleft.slot);
+            for it in up.as_slice() {
+                next.push(*it);
+            }
+            next.extend_from(&pright, pright.slot + 1..pright.node.len());
+            buf = next;
+            left = pleft;
+            right = pright;
+            d -= 1;
+        }
+    }
+
+    /// Replaces the single node `old` (at depth `d`) by one built from
+    /// `buf`, publishing it with one release store, then fixes the gaps
+    /// recorded above it.
+    fn publish<T>(&mut self, tree: &MapleTree<T>, d: usize, leaf: bool, old: &Level, buf: &Buf) {
+        let items = buf.as_slice();
+        if d == 0 {
+            let new_root = if leaf && items.len() == 1 && items[0].ptr.is_null() {
+                None // nothing left
+            } else if !leaf && items.len() == 1 {
+                // A root with one child hands the tree to the child.
+                let mut child = NodePtr::from_raw(items[0].ptr).expect("child");
+                while !child.is_leaf() && child.len() == 1 {
+                    self.retired.nodes.push(child);
+                    child = child.child(0);
+                }
+                child.set_parent(None);
+                Some(child)
+            } else if leaf && matches!(self.access, Access::Exclusive) {
+                self.rewrite_in_place(old.node, items);
+                Some(old.node)
+            } else {
+                Some(self.new_node(leaf, items, None))
+            };
+            let raw = new_root.map_or(ptr::null_mut(), |n| n.raw());
+            tree.root.store(raw, Ordering::Release);
+            return;
+        }
+        let parent = self.pl.levels[d - 1];
+        let node = if leaf && matches!(self.access, Access::Exclusive) {
+            self.rewrite_in_place(old.node, items);
+            old.node
+        } else {
+            let node = self.new_node(leaf, items, Some(parent.node));
+            parent.node.publish_child(parent.slot, node);
+            node
+        };
+        let _ = node;
+        // Fix the recorded gaps upwards while they change.
+        let mut gap = items_gap(leaf, items, old.min);
+        for e in (0..d).rev() {
+            let level = self.pl.levels[e];
+            let before = level.node.max_child_gap();
+            level.node.set_gap(level.slot, gap);
+            let after = level.node.max_child_gap();
+            if before == after {
+                break;
+            }
+            gap = after;
+        }
+    }
+
+    fn rewrite_in_place(&mut self, node: NodePtr, items: &[Item]) {
+        // The node stays: take it back off the retire list.
+        self.retired.nodes.retain(|&n| n != node);
+        // SAFETY: `Access::Exclusive` is only used from `&mut self`
+        // methods, so no reader can see the node while it changes.
+        unsafe { node.rewrite_leaf(items) };
+    }
+
+    /// Frees (exclusive) or retires (shared) what the write unlinked.
+    fn finish<T>(mut self, tree: &MapleTree<T>) {
+        let mut nodes = std::mem::take(&mut self.retired.nodes);
+        nodes.sort_unstable();
+        nodes.dedup();
+        let live = tree.nodes.load(Ordering::Relaxed) + self.created - nodes.len();
+        tree.nodes.store(live, Ordering::Relaxed);
+        if let Access::Shared(_) = self.access {
+            // Mark after publishing, before the grace period starts: a
+            // reader that reaches a replaced node from now on restarts.
+            for n in &nodes {
+                n.mark_dead();
+            }
+        }
+        let values = std::mem::take(&mut self.retired.values);
+        let free = move || {
+            for n in nodes {
+                // SAFETY: unlinked by this write; exclusive access or a
+                // grace period has passed (see `Access`).
+                unsafe { n.free() };
+            }
+            for v in values {
+                // SAFETY: each entry is one unlinked reference.
+                unsafe { value::release::<T>(v) };
+            }
+        };
+        match self.access {
+            Access::Exclusive => free(),
+            Access::Shared(guard) => {
+                // SAFETY: `free` only touches nodes and values this write
+                // unlinked, and values are `T: Send + Sync + 'static`
+                // (required by `MapleTree::write`).
+                unsafe { defer(guard, free) };
+            }
+        }
+    }
+}
+
+impl<T: Send + Sync> MapleTree<T> {
+    /// Stores `value` over `[first, last]`, overwriting whatever was there.
+    /// An entry only partly covered keeps its uncovered part(s); when the
+    /// write lands inside an entry, both remaining pieces share its value.
+    ///
+    /// ```
+    /// let mut tree = maple::MapleTree::new();
+    /// tree.store_range(0, 99, 'a').unwrap();
+    /// tree.store_range(40, 59, 'b').unwrap();
+    /// let g = maple::pin();
+    /// let all: Vec<_> = tree.iter(&g).collect();
+    /// assert_eq!(all, [(0, 39, &'a'), (40, 59, &'b'), (60, 99, &'a')]);
+    /// ```
+    pub fn store_range(&mut self, first: u64, last: u64, value: T) -> Result<(), Error> {
+        check_range(first, last)?;
+        self.write_range(first, last, value::into_raw(value), Access::Exclusive);
+        Ok(())
+    }
+
+    /// Stores `value` over `[first, last]` only if every index there is
+    /// absent; otherwise returns [`Error::Exists`] and changes nothing.
+    ///
+    /// ```
+    /// let mut tree = maple::MapleTree::new();
+    /// tree.insert_range(10, 19, 1).unwrap();
+    /// assert_eq!(tree.insert_range(19, 30, 2), Err(maple::Error::Exists));
+    /// ```
+    pub fn insert_range(&mut self, first: u64, last: u64, value: T) -> Result<(), Error> {
+        check_range(first, last)?;
+        if !self.is_absent(first, last) {
+            return Err(Error::Exists);
+        }
+        self.write_range(first, last, value::into_raw(value), Access::Exclusive);
+        Ok(())
+    }
+
+    /// Removes the whole entry containing `index` and returns its range.
+    ///
+    /// ```
+    /// let mut tree = maple::MapleTree::new();
+    /// tree.store_range(10, 19, ()).unwrap();
+    /// assert_eq!(tree.erase(15), Some((10, 19)));
+    /// assert_eq!(tree.erase(15), None);
+    /// ```
+    pub fn erase(&mut self, index: u64) -> Option<(u64, u64)> {
+        let (first, last, p) = self.range_at(index);
+        if p.is_null() {
+            return None;
+        }
+        self.write_range(first, last, ptr::null_mut(), Access::Exclusive);
+        Some((first, last))
+    }
+
+    /// Makes `[first, last]` absent, trimming or splitting entries that
+    /// stick out of it.
+    ///
+    /// ```
+    /// let mut tree = maple::MapleTree::new();
+    /// tree.store_range(0, 99, 'a').unwrap();
+    /// tree.erase_range(10, 89).unwrap();
+    /// let g = maple::pin();
+    /// assert_eq!(tree.iter(&g).collect::<Vec<_>>(), [(0, 9, &'a'), (90, 99, &'a')]);
+    /// ```
+    pub fn erase_range(&mut self, first: u64, last: u64) -> Result<(), Error> {
+        check_range(first, last)?;
+        self.write_range(first, last, ptr::null_mut(), Access::Exclusive);
+        Ok(())
+    }
+
+    /// Builds a tree from entries sorted by index, packing nodes full:
+    /// faster and denser than inserting one by one.
+    ///
+    /// Errors: [`Error::InvalidRange`] for an entry with `first > last`,
+    /// [`Error::Unsorted`] if an entry does not start after the previous
+    /// one's end.
+    ///
+    /// ```
+    /// let tree = maple::MapleTree::from_sorted((0..1000u64).map(|i| (i * 10, i * 10 + 7, i))).unwrap();
+    /// assert_eq!(tree.len(), 1000);
+    /// let bad = maple::MapleTree::from_sorted([(5, 9, ()), (9, 12, ())]);
+    /// assert_eq!(bad.err(), Some(maple::Error::Unsorted));
+    /// ```
+    pub fn from_sorted<I: IntoIterator<Item = (u64, u64, T)>>(entries: I) -> Result<Self, Error> {
+        /// Releases the values gathered so far if the input is refused.
+        struct Pending<T> {
+            items: Vec<Item>,
+            _t: std::marker::PhantomData<T>,
+        }
+        impl<T> Drop for Pending<T> {
+            fn drop(&mut self) {
+                for it in &self.items {
+                    if !it.ptr.is_null() {
+                        // SAFETY: each value was made by `into_raw` and is
+                        // referenced only here.
+                        unsafe { value::release::<T>(it.ptr) };
+                    }
+                }
+            }
+        }
+        let mut pending = Pending::<T> { items: Vec::new(), _t: std::marker::PhantomData };
+        let mut next = Some(0u64); // first index not yet covered
+        let mut count = 0;
+        for (first, last, v) in entries {
+            check_range(first, last)?;
+            let start = next.filter(|&n| first >= n).ok_or(Error::Unsorted)?;
+            if first > start {
+                pending.items.push(Item { end: first - 1, ptr: ptr::null_mut(), gap: 0 });
+            }
+            pending.items.push(Item { end: last, ptr: value::into_raw(v), gap: 0 });
+            next = last.checked_add(1);
+            count += 1;
+        }
+        if next.is_some() {
+            pending.items.push(Item { end: u64::MAX, ptr: ptr::null_mut(), gap: 0 });
+        }
+        let tree = MapleTree::new();
+        if count == 0 {
+            return Ok(tree);
+        }
+        let mut level = std::mem::take(&mut pending.items);
+        let mut leaf = true;
+        let mut nodes = 0;
+        loop {
+            let cap = if leaf { LEAF_SLOTS } else { INTERNAL_SLOTS };
+            let least = if leaf { LEAF_MIN } else { INTERNAL_MIN };
+            let mut up = Vec::with_capacity(level.len() / cap + 1);
+            let mut min = 0u64;
+            let mut rest = &level[..];
+            while !rest.is_empty() {
+                // Full nodes, but never leave a non-rightmost remainder
+                // below the minimum: the last two share what is left.
+                let take = if rest.len() <= cap {
+                    rest.len()
+                } else if rest.len() < cap + least {
+                    rest.len() - least
+                } else {
+                    cap
+                };
+                let items = &rest[..take];
+                let node = NodePtr::new(leaf, items, None);
+                if !leaf {
+                    for it in items {
+                        NodePtr::from_raw(it.ptr).expect("child").set_parent(Some(node));
+                    }
+                }
+                nodes += 1;
+                let end = items[take - 1].end;
+                up.push(Item { end, ptr: node.raw(), gap: items_gap(leaf, items, min) });
+                min = end.wrapping_add(1);
+                rest = &rest[take..];
+            }
+            if up.len() == 1 {
+                tree.root.store(up[0].ptr, Ordering::Release);
+                break;
+            }
+            level = up;
+            leaf = false;
+        }
+        tree.nodes.store(nodes, Ordering::Relaxed);
+        tree.entries.store(count, Ordering::Relaxed);
+        Ok(tree)
+    }
+}
+
+impl<T: Send + Sync + 'static> MapleTree<T> {
+    /// Takes the tree's writer lock and returns a handle for writes that
+    /// may run while readers on other threads are active. Writes through
+    /// it copy the nodes they change and publish each with one release
+    /// store; replaced nodes and values are freed after a grace period.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let tree = Arc::new(maple::MapleTree::new());
+    /// let writer = {
+    ///     let tree = Arc::clone(&tree);
+    ///     std::thread::spawn(move || {
+    ///         for i in 0..100u64 {
+    ///             tree.write().store_range(i * 10, i * 10 + 9, i).unwrap();
+    ///         }
+    ///     })
+    /// };
+    /// let g = maple::pin();
+    /// if let Some(v) = tree.load(55, &g) {
+    ///     assert_eq!(*v, 5);
+    /// }
+    /// writer.join().unwrap();
+    /// assert_eq!(tree.len(), 100);
+    /// ```
+    pub fn write(&self) -> WriteGuard<'_, T> {
+        WriteGuard {
+            tree: self,
+            _lock: self.lock.lock().unwrap_or_else(|e| e.into_inner()),
+        }
+    }
+}
+
+/// Exclusive right to write a [`MapleTree`] that readers may be using; see
+/// [`MapleTree::write`]. Dropping it releases the writer lock.
+pub struct WriteGuard<'t, T> {
+    tree: &'t MapleTree<T>,
+    _lock: MutexGuard<'t, ()>,
+}
+
+impl<T: Send + Sync + 'static> WriteGuard<'_, T> {
+    fn shared(&self, first: u64, last: u64, p: *mut u8) {
+        let guard = crate::pin();
+        self.tree.write_range(first, last, p, Access::Shared(&guard));
+    }
+
+    /// As [`MapleTree::store_range`], visible to concurrent readers.
+    pub fn store_range(&mut self, first: u64, last: u64, value: T) -> Result<(), Error> {
+        check_range(first, last)?;
+        self.shared(first, last, value::into_raw(value));
+        Ok(())
+    }
+
+    /// As [`MapleTree::insert_range`], visible to concurrent readers.
+    pub fn insert_range(&mut self, first: u64, last: u64, value: T) -> Result<(), Error> {
+        check_range(first, last)?;
+        if !self.tree.is_absent(first, last) {
+            return Err(Error::Exists);
+        }
+        self.shared(first, last, value::into_raw(value));
+        Ok(())
+    }
+
+    /// As [`MapleTree::erase`], visible to concurrent readers.
+    pub fn erase(&mut self, index: u64) -> Option<(u64, u64)> {
+        let (first, last, p) = self.tree.range_at(index);
+        if p.is_null() {
+            return None;
+        }
+        self.shared(first, last, ptr::null_mut());
+        Some((first, last))
+    }
+
+    /// As [`MapleTree::erase_range`], visible to concurrent readers.
+    pub fn erase_range(&mut self, first: u64, last: u64) -> Result<(), Error> {
+        check_range(first, last)?;
+        self.shared(first, last, ptr::null_mut());
+        Ok(())
+    }
+}
