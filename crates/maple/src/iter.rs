@@ -31,8 +31,8 @@ pub struct Cursor<'g, T> {
     path: Option<Path>,
     /// Where `next` searches from (`None`: past the end).
     next_from: Option<u64>,
-    /// Where `prev` searches down from (`None`: before the start).
-    prev_from: Option<u64>,
+    /// `prev` returns the last entry ending below this index.
+    prev_below: u64,
 }
 
 impl<'g, T: Send + Sync> Cursor<'g, T> {
@@ -41,24 +41,24 @@ impl<'g, T: Send + Sync> Cursor<'g, T> {
             tree,
             path: None,
             next_from: None,
-            prev_from: None,
+            prev_below: 0,
         };
         c.seek(index);
         c
     }
 
-    /// Repositions the cursor: `next` then returns the first entry
-    /// intersecting `[index, u64::MAX]`, and `prev` the last entry that
-    /// ends below `index`.
+    /// Repositions the cursor at `index`: `next` then returns the first
+    /// entry intersecting `[index, u64::MAX]` (the one containing `index`,
+    /// if any), and `prev` the last entry that ends below `index`.
     pub fn seek(&mut self, index: u64) {
         self.next_from = Some(index);
-        self.prev_from = index.checked_sub(1);
+        self.prev_below = index;
     }
 
     fn land(&mut self, found: Option<(u64, u64, *mut u8)>) -> Option<(u64, u64, &'g T)> {
         let (first, last, p) = found?;
         self.next_from = last.checked_add(1);
-        self.prev_from = first.checked_sub(1);
+        self.prev_below = first;
         // SAFETY: `p` is a value of `tree`, read under the guard the cursor
         // borrows for 'g (see `MapleTree::load`).
         Some((first, last, unsafe { value::get::<T>(p) }))
@@ -74,9 +74,16 @@ impl<'g, T: Send + Sync> Cursor<'g, T> {
 
     /// Moves to the entry before the current one and returns it.
     pub fn prev(&mut self) -> Option<(u64, u64, &'g T)> {
-        let from = self.prev_from?;
-        let found = self.tree.seek_rev(&mut self.path, from, 0);
-        self.land(found)
+        let mut from = self.prev_below.checked_sub(1)?;
+        loop {
+            let found = self.tree.seek_rev(&mut self.path, from, 0);
+            match found {
+                // After a seek into the middle of an entry, that entry is
+                // "current": step over it.
+                Some((first, last, _)) if last >= self.prev_below => from = first.checked_sub(1)?,
+                _ => return self.land(found),
+            }
+        }
     }
 }
 

@@ -104,18 +104,69 @@ fn run(seed: u64, steps: usize, domain: u64, shared: bool) {
     }
 }
 
+/// Miri runs every test here, so sizes shrink under it.
+const SCALE: usize = if cfg!(miri) { 1 } else { 10 };
+
 #[test]
 fn random_small_domain() {
-    for seed in 0..20 {
-        run(seed, 400, 300, false);
+    for seed in 0..2 * SCALE as u64 {
+        run(seed, 40 * SCALE, 300, seed % 2 == 1);
     }
 }
 
 #[test]
 fn random_large_domain_builds_height() {
-    for seed in 0..4 {
-        run(seed, 1500, 20_000, seed % 2 == 1);
+    for seed in 0..SCALE.div_ceil(3) as u64 {
+        run(seed, 150 * SCALE, 20_000, seed % 2 == 1);
     }
+}
+
+/// A shared writer beside lock-free readers: under Miri this checks the
+/// publication protocol for data races and use-after-free.
+#[test]
+fn shared_writer_with_readers() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let n: u64 = if cfg!(miri) { 40 } else { 2000 };
+    let tree = Arc::new(MapleTree::new());
+    for i in 0..n {
+        tree.write().store_range(i * 10, i * 10 + 4, i).unwrap();
+    }
+    let done = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|r| {
+            let (tree, done) = (Arc::clone(&tree), Arc::clone(&done));
+            std::thread::spawn(move || {
+                let mut rng = Rng(r);
+                while !done.load(Ordering::Acquire) {
+                    let guard = crate::pin();
+                    let i = rng.below(n);
+                    // Entry i holds i, or i + n after the writer's rewrite.
+                    if let Some(&v) = tree.load(i * 10 + 2, &guard) {
+                        assert!(v == i || v == i + n, "index {i}: foreign value {v}");
+                    }
+                    let mut prev = None;
+                    for (_, last, _) in tree.range(i * 10..i * 10 + 60, &guard) {
+                        assert!(prev.is_none_or(|p| last > p));
+                        prev = Some(last);
+                    }
+                    let _ = tree.empty_area(0, u64::MAX, 5, &guard);
+                }
+            })
+        })
+        .collect();
+    let mut rng = Rng(99);
+    for _ in 0..n * 2 {
+        let i = rng.below(n);
+        let mut w = tree.write();
+        w.erase(i * 10);
+        w.store_range(i * 10, i * 10 + 4, i + n).unwrap();
+    }
+    done.store(true, Ordering::Release);
+    for r in readers {
+        r.join().unwrap();
+    }
+    tree.validate().unwrap();
 }
 
 #[test]

@@ -408,8 +408,14 @@ impl Rebuild<'_> {
                     self.retired.nodes.push(child);
                     child = child.child(0);
                 }
-                child.set_parent(None);
-                Some(child)
+                if child.is_leaf() && child.len() == 1 && child.slot(0).is_null() {
+                    // Everything was erased.
+                    self.retired.nodes.push(child);
+                    None
+                } else {
+                    child.set_parent(None);
+                    Some(child)
+                }
             } else if leaf && matches!(self.access, Access::Exclusive) {
                 self.rewrite_in_place(old.node, items);
                 Some(old.node)
