@@ -134,7 +134,11 @@ impl<'g, T: Send + Sync> Iter<'g, T> {
         }
     }
 
-    fn take(&mut self, found: Option<(u64, u64, *mut u8)>, front: bool) -> Option<(u64, u64, &'g T)> {
+    fn take(
+        &mut self,
+        found: Option<(u64, u64, *mut u8)>,
+        front: bool,
+    ) -> Option<(u64, u64, &'g T)> {
         let Some((first, last, p)) = found else {
             self.bounds = None;
             return None;

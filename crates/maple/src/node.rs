@@ -336,12 +336,14 @@ impl NodePtr {
         // SAFETY: exclusive access per the contract; the node is alive and
         // a leaf (tag checked by the debug assertion in `leaf`).
         let leaf = unsafe { &mut *self.0.map_addr(|a| a & !1).cast::<Leaf>() };
-        for i in 0..LEAF_SLOTS - 1 {
-            leaf.pivots[i] = if i + 1 < len { items[i].end } else { u64::MAX };
+        for (i, pivot) in leaf.pivots.iter_mut().enumerate() {
+            *pivot = if i + 1 < len { items[i].end } else { u64::MAX };
         }
-        for i in 0..LEAF_SLOTS {
-            let p = items.get(i).map_or(ptr::null_mut(), |it| it.ptr);
-            leaf.slots[i].store(p, Ordering::Relaxed);
+        for (i, slot) in leaf.slots.iter().enumerate() {
+            slot.store(
+                items.get(i).map_or(ptr::null_mut(), |it| it.ptr),
+                Ordering::Relaxed,
+            );
         }
         let m = leaf.meta.load(Ordering::Relaxed);
         leaf.meta

@@ -61,7 +61,11 @@ fn run(seed: u64, steps: usize, domain: u64, shared: bool) {
     let mut o = Oracle::new();
     for step in 0..steps {
         let a = rng.below(domain);
-        let len = if rng.below(4) == 0 { rng.below(domain / 4 + 1) } else { rng.below(8) };
+        let len = if rng.below(4) == 0 {
+            rng.below(domain / 4 + 1)
+        } else {
+            rng.below(8)
+        };
         let b = (a + len).min(domain);
         let v = step as u32;
         match rng.below(10) {
@@ -82,8 +86,16 @@ fn run(seed: u64, steps: usize, domain: u64, shared: bool) {
                 oracle_store(&mut o, a, b, None);
             }
             8 => {
-                let got = if shared { tree.write().erase(a) } else { tree.erase(a) };
-                let want = o.range(..=a).next_back().filter(|(_, &(l, _))| l >= a).map(|(&s, &(l, _))| (s, l));
+                let got = if shared {
+                    tree.write().erase(a)
+                } else {
+                    tree.erase(a)
+                };
+                let want = o
+                    .range(..=a)
+                    .next_back()
+                    .filter(|(_, &(l, _))| l >= a)
+                    .map(|(&s, &(l, _))| (s, l));
                 assert_eq!(got, want);
                 if let Some((s, l)) = want {
                     oracle_store(&mut o, s, l, None);

@@ -165,7 +165,12 @@ impl<T: Send + Sync> MapleTree<T> {
     /// assert_eq!(tree.find(20, 100, &guard), Some((30, 39, &2)));
     /// assert_eq!(tree.find(20, 29, &guard), None);
     /// ```
-    pub fn find<'g>(&'g self, index: u64, max: u64, _guard: &'g Guard) -> Option<(u64, u64, &'g T)> {
+    pub fn find<'g>(
+        &'g self,
+        index: u64,
+        max: u64,
+        _guard: &'g Guard,
+    ) -> Option<(u64, u64, &'g T)> {
         let (first, last, p) = self.seek_fwd(&mut None, index, max)?;
         // SAFETY: as in `load`.
         Some((first, last, unsafe { value::get::<T>(p) }))
@@ -182,7 +187,12 @@ impl<T: Send + Sync> MapleTree<T> {
     /// assert_eq!(tree.find_rev(29, 0, &guard), Some((10, 19, &1)));
     /// assert_eq!(tree.find_rev(29, 20, &guard), None);
     /// ```
-    pub fn find_rev<'g>(&'g self, index: u64, min: u64, _guard: &'g Guard) -> Option<(u64, u64, &'g T)> {
+    pub fn find_rev<'g>(
+        &'g self,
+        index: u64,
+        min: u64,
+        _guard: &'g Guard,
+    ) -> Option<(u64, u64, &'g T)> {
         let (first, last, p) = self.seek_rev(&mut None, index, min)?;
         // SAFETY: as in `load`.
         Some((first, last, unsafe { value::get::<T>(p) }))
@@ -192,13 +202,22 @@ impl<T: Send + Sync> MapleTree<T> {
     /// present entry intersecting `[index, max]`. `cache` keeps the path
     /// between calls, so a sequential scan walks from the root once per
     /// leaf at most, not once per entry.
-    pub(crate) fn seek_fwd(&self, cache: &mut Option<Path>, index: u64, max: u64) -> Option<(u64, u64, *mut u8)> {
+    pub(crate) fn seek_fwd(
+        &self,
+        cache: &mut Option<Path>,
+        index: u64,
+        max: u64,
+    ) -> Option<(u64, u64, *mut u8)> {
         if index > max {
             return None;
         }
         'restart: loop {
             let path = match cache {
-                Some(p) if p.leaf().min <= index && index <= p.leaf().max && !p.leaf().node.is_dead() => {
+                Some(p)
+                    if p.leaf().min <= index
+                        && index <= p.leaf().max
+                        && !p.leaf().node.is_dead() =>
+                {
                     let leaf = p.leaf_mut();
                     leaf.slot = leaf.node.find_slot(index);
                     p
@@ -235,13 +254,22 @@ impl<T: Send + Sync> MapleTree<T> {
     }
 
     /// Backward search: the last present entry intersecting `[min, index]`.
-    pub(crate) fn seek_rev(&self, cache: &mut Option<Path>, index: u64, min: u64) -> Option<(u64, u64, *mut u8)> {
+    pub(crate) fn seek_rev(
+        &self,
+        cache: &mut Option<Path>,
+        index: u64,
+        min: u64,
+    ) -> Option<(u64, u64, *mut u8)> {
         if index < min {
             return None;
         }
         'restart: loop {
             let path = match cache {
-                Some(p) if p.leaf().min <= index && index <= p.leaf().max && !p.leaf().node.is_dead() => {
+                Some(p)
+                    if p.leaf().min <= index
+                        && index <= p.leaf().max
+                        && !p.leaf().node.is_dead() =>
+                {
                     let leaf = p.leaf_mut();
                     leaf.slot = leaf.node.find_slot(index);
                     p
@@ -310,7 +338,13 @@ impl<T: Send + Sync> MapleTree<T> {
     /// let g = maple::pin();
     /// assert_eq!(tree.empty_area_rev(0, 999, 100, &g), Ok(800));
     /// ```
-    pub fn empty_area_rev(&self, min: u64, max: u64, size: u64, _guard: &Guard) -> Result<u64, Error> {
+    pub fn empty_area_rev(
+        &self,
+        min: u64,
+        max: u64,
+        size: u64,
+        _guard: &Guard,
+    ) -> Result<u64, Error> {
         self.gap_search(min, max, size, true)
     }
 
@@ -328,7 +362,12 @@ impl<T: Send + Sync> MapleTree<T> {
             let Some(root) = self.root_node() else {
                 return Ok(if rev { max - (size - 1) } else { min });
             };
-            let want = GapQuery { min, max, size, rev };
+            let want = GapQuery {
+                min,
+                max,
+                size,
+                rev,
+            };
             match want.search(root, 0, u64::MAX) {
                 Search::Found(a) => return Ok(a),
                 Search::NotFound => return Err(Error::Busy),
@@ -411,11 +450,18 @@ impl<T: Send + Sync> MapleTree<T> {
             return Err("internal root with one child".into());
         }
         if v.entries != self.len() {
-            return Err(format!("len() is {} but {} entries found", self.len(), v.entries));
+            return Err(format!(
+                "len() is {} but {} entries found",
+                self.len(),
+                v.entries
+            ));
         }
         let counted = self.nodes.load(Ordering::Relaxed);
         if v.nodes != counted {
-            return Err(format!("{} nodes reachable but {counted} allocated and not retired", v.nodes));
+            return Err(format!(
+                "{} nodes reachable but {counted} allocated and not retired",
+                v.nodes
+            ));
         }
         Ok(())
     }
@@ -469,7 +515,11 @@ impl GapQuery {
             }
             self.search(node.child(i), cmin, cmax)
         };
-        let order: &mut dyn Iterator<Item = usize> = if self.rev { &mut (0..len).rev() } else { &mut (0..len) };
+        let order: &mut dyn Iterator<Item = usize> = if self.rev {
+            &mut (0..len).rev()
+        } else {
+            &mut (0..len)
+        };
         for i in order {
             match visit(i) {
                 Search::NotFound => {}
@@ -494,9 +544,17 @@ struct Validator {
 impl Validator {
     /// Checks `node` covering `[min, max]`; returns its largest gap and
     /// whether it is the rightmost node of its level.
-    fn node(&mut self, node: NodePtr, min: u64, max: u64, depth: usize, is_root: bool) -> Result<(u64, ()), String> {
+    fn node(
+        &mut self,
+        node: NodePtr,
+        min: u64,
+        max: u64,
+        depth: usize,
+        is_root: bool,
+    ) -> Result<(u64, ()), String> {
         self.nodes += 1;
-        let at = |msg: String| format!("node at depth {depth} covering [{min:#x}, {max:#x}]: {msg}");
+        let at =
+            |msg: String| format!("node at depth {depth} covering [{min:#x}, {max:#x}]: {msg}");
         if node.is_dead() {
             return Err(at("dead node reachable".into()));
         }
@@ -504,8 +562,16 @@ impl Validator {
             return Err(at("metadata type disagrees with pointer tag".into()));
         }
         let len = node.len();
-        let cap = if node.is_leaf() { LEAF_SLOTS } else { crate::node::INTERNAL_SLOTS };
-        let least = if node.is_leaf() { LEAF_MIN } else { INTERNAL_MIN };
+        let cap = if node.is_leaf() {
+            LEAF_SLOTS
+        } else {
+            crate::node::INTERNAL_SLOTS
+        };
+        let least = if node.is_leaf() {
+            LEAF_MIN
+        } else {
+            INTERNAL_MIN
+        };
         if !is_root && max != u64::MAX && len < least {
             return Err(at(format!("{len} slots, below the minimum {least}")));
         }
@@ -529,13 +595,17 @@ impl Validator {
         if node.is_leaf() {
             match self.leaf_depth {
                 None => self.leaf_depth = Some(depth),
-                Some(d) if d != depth => return Err(at(format!("leaf at depth {depth}, others at {d}"))),
+                Some(d) if d != depth => {
+                    return Err(at(format!("leaf at depth {depth}, others at {d}")))
+                }
                 Some(_) => {}
             }
             for i in 0..len {
                 let absent = node.slot(i).is_null();
                 if absent && self.prev_absent == Some(true) {
-                    return Err(at(format!("slot {i} is absent and so is the range before it")));
+                    return Err(at(format!(
+                        "slot {i} is absent and so is the range before it"
+                    )));
                 }
                 self.prev_absent = Some(absent);
                 self.entries += usize::from(!absent);
@@ -555,7 +625,10 @@ impl Validator {
             }
             let (gap, ()) = self.node(child, cmin, cmax, depth + 1, false)?;
             if node.gap(i) != gap {
-                return Err(at(format!("gap {i} records {} but the child's largest gap is {gap}", node.gap(i))));
+                return Err(at(format!(
+                    "gap {i} records {} but the child's largest gap is {gap}",
+                    node.gap(i)
+                )));
             }
             best = best.max(gap);
             cmin = cmax.wrapping_add(1);
@@ -601,7 +674,11 @@ impl<T: Send + Sync> Clone for MapleTree<T> {
         fn copy<T>(node: NodePtr, parent: Option<NodePtr>, max: u64, nodes: &mut usize) -> NodePtr {
             *nodes += 1;
             let len = node.len();
-            let mut items = [Item { end: 0, ptr: ptr::null_mut(), gap: 0 }; LEAF_SLOTS];
+            let mut items = [Item {
+                end: 0,
+                ptr: ptr::null_mut(),
+                gap: 0,
+            }; LEAF_SLOTS];
             for (i, item) in items.iter_mut().enumerate().take(len) {
                 *item = node.item(i, max);
                 if node.is_leaf() && !item.ptr.is_null() {
@@ -612,8 +689,8 @@ impl<T: Send + Sync> Clone for MapleTree<T> {
             }
             let new = NodePtr::new(node.is_leaf(), &items[..len], parent);
             if !node.is_leaf() {
-                for i in 0..len {
-                    let child = copy::<T>(node.child(i), Some(new), items[i].end, nodes);
+                for (i, item) in items[..len].iter().enumerate() {
+                    let child = copy::<T>(node.child(i), Some(new), item.end, nodes);
                     new.publish_child(i, child);
                 }
             }

@@ -24,7 +24,9 @@
 //! and hand them to the grace-period collector.
 
 use crate::error::Error;
-use crate::node::{gap_size, value, Item, NodePtr, INTERNAL_MIN, INTERNAL_SLOTS, LEAF_MIN, LEAF_SLOTS, MAX_HEIGHT};
+use crate::node::{
+    gap_size, value, Item, NodePtr, INTERNAL_MIN, INTERNAL_SLOTS, LEAF_MIN, LEAF_SLOTS, MAX_HEIGHT,
+};
 use crate::path::{Level, Path};
 use crate::sync::{defer, Guard, MutexGuard, Ordering};
 use crate::MapleTree;
@@ -53,7 +55,11 @@ struct Buf {
 impl Buf {
     fn new() -> Self {
         Buf {
-            items: [Item { end: 0, ptr: ptr::null_mut(), gap: 0 }; BUF],
+            items: [Item {
+                end: 0,
+                ptr: ptr::null_mut(),
+                gap: 0,
+            }; BUF],
             len: 0,
         }
     }
@@ -151,7 +157,11 @@ impl<T: Send + Sync> MapleTree<T> {
             Some(root) => {
                 let path = Path::walk(root, index);
                 let leaf = path.leaf();
-                (leaf.slot_start(), leaf.slot_end(), leaf.node.slot(leaf.slot))
+                (
+                    leaf.slot_start(),
+                    leaf.slot_end(),
+                    leaf.node.slot(leaf.slot),
+                )
             }
         }
     }
@@ -195,11 +205,23 @@ impl<T: Send + Sync> MapleTree<T> {
             // p is non-null here: an empty tree returned above for erases.
             let mut buf = Buf::new();
             if lo > 0 {
-                buf.push(Item { end: lo - 1, ptr: ptr::null_mut(), gap: 0 });
+                buf.push(Item {
+                    end: lo - 1,
+                    ptr: ptr::null_mut(),
+                    gap: 0,
+                });
             }
-            buf.push(Item { end: hi, ptr: p, gap: 0 });
+            buf.push(Item {
+                end: hi,
+                ptr: p,
+                gap: 0,
+            });
             if hi < u64::MAX {
-                buf.push(Item { end: u64::MAX, ptr: ptr::null_mut(), gap: 0 });
+                buf.push(Item {
+                    end: u64::MAX,
+                    ptr: ptr::null_mut(),
+                    gap: 0,
+                });
             }
             let leaf = NodePtr::new(true, buf.as_slice(), None);
             self.root.store(leaf.raw(), Ordering::Release);
@@ -215,7 +237,9 @@ impl<T: Send + Sync> MapleTree<T> {
             access,
         };
         let depth = w.pl.depth;
-        let orig: Vec<(NodePtr, NodePtr)> = (0..depth).map(|d| (w.pl.levels[d].node, w.pr.levels[d].node)).collect();
+        let orig: Vec<(NodePtr, NodePtr)> = (0..depth)
+            .map(|d| (w.pl.levels[d].node, w.pr.levels[d].node))
+            .collect();
         w.unlink_between();
         let (buf, added, removed) = w.leaf_content::<T>(lo, hi, p);
         let top = w.climb(self, buf);
@@ -271,14 +295,26 @@ impl Rebuild<'_> {
         let lp = l.node.slot(l.slot);
         let left_keep = l.slot_start() < lo;
         if left_keep {
-            buf.push(Item { end: lo - 1, ptr: lp, gap: 0 });
+            buf.push(Item {
+                end: lo - 1,
+                ptr: lp,
+                gap: 0,
+            });
         }
-        buf.push(Item { end: hi, ptr: p, gap: 0 });
+        buf.push(Item {
+            end: hi,
+            ptr: p,
+            gap: 0,
+        });
         let rp = r.node.slot(r.slot);
         let right_end = r.slot_end();
         let right_keep = right_end > hi;
         if right_keep {
-            buf.push(Item { end: right_end, ptr: rp, gap: 0 });
+            buf.push(Item {
+                end: right_end,
+                ptr: rp,
+                gap: 0,
+            });
         }
         buf.extend_from(&r, r.slot + 1..r.node.len());
 
@@ -320,7 +356,9 @@ impl Rebuild<'_> {
         self.created += 1;
         if !leaf {
             for it in items {
-                NodePtr::from_raw(it.ptr).expect("internal items hold children").set_parent(Some(node));
+                NodePtr::from_raw(it.ptr)
+                    .expect("internal items hold children")
+                    .set_parent(Some(node));
             }
         }
         node
@@ -336,7 +374,11 @@ impl Rebuild<'_> {
         let mut right = self.pr.levels[d];
         loop {
             let leaf = d == depth - 1;
-            let (cap, least) = if leaf { (LEAF_SLOTS, LEAF_MIN) } else { (INTERNAL_SLOTS, INTERNAL_MIN) };
+            let (cap, least) = if leaf {
+                (LEAF_SLOTS, LEAF_MIN)
+            } else {
+                (INTERNAL_SLOTS, INTERNAL_MIN)
+            };
             if d > 0 && buf.len < least && right.max != u64::MAX {
                 // Underfull: absorb the neighbour on this level (it exists:
                 // only the rightmost node lacks a right neighbour).
@@ -356,7 +398,10 @@ impl Rebuild<'_> {
             self.retired.nodes.push(left.node);
             self.retired.nodes.push(right.node);
             let rightmost = right.max == u64::MAX;
-            if left.node == right.node && buf.len <= cap && (d == 0 || buf.len >= least || rightmost) {
+            if left.node == right.node
+                && buf.len <= cap
+                && (d == 0 || buf.len >= least || rightmost)
+            {
                 self.publish(tree, d, leaf, &left, &buf);
                 return d;
             }
@@ -368,7 +413,11 @@ impl Rebuild<'_> {
                 let items = &buf.as_slice()[start..start + size];
                 let node = self.new_node(leaf, items, None);
                 let end = items[size - 1].end;
-                up.push(Item { end, ptr: node.raw(), gap: items_gap(leaf, items, min) });
+                up.push(Item {
+                    end,
+                    ptr: node.raw(),
+                    gap: items_gap(leaf, items, min),
+                });
                 min = end.wrapping_add(1);
                 start += size;
             }
@@ -595,21 +644,36 @@ impl<T: Send + Sync> MapleTree<T> {
                 }
             }
         }
-        let mut pending = Pending::<T> { items: Vec::new(), _t: std::marker::PhantomData };
+        let mut pending = Pending::<T> {
+            items: Vec::new(),
+            _t: std::marker::PhantomData,
+        };
         let mut next = Some(0u64); // first index not yet covered
         let mut count = 0;
         for (first, last, v) in entries {
             check_range(first, last)?;
             let start = next.filter(|&n| first >= n).ok_or(Error::Unsorted)?;
             if first > start {
-                pending.items.push(Item { end: first - 1, ptr: ptr::null_mut(), gap: 0 });
+                pending.items.push(Item {
+                    end: first - 1,
+                    ptr: ptr::null_mut(),
+                    gap: 0,
+                });
             }
-            pending.items.push(Item { end: last, ptr: value::into_raw(v), gap: 0 });
+            pending.items.push(Item {
+                end: last,
+                ptr: value::into_raw(v),
+                gap: 0,
+            });
             next = last.checked_add(1);
             count += 1;
         }
         if next.is_some() {
-            pending.items.push(Item { end: u64::MAX, ptr: ptr::null_mut(), gap: 0 });
+            pending.items.push(Item {
+                end: u64::MAX,
+                ptr: ptr::null_mut(),
+                gap: 0,
+            });
         }
         let tree = MapleTree::new();
         if count == 0 {
@@ -638,12 +702,18 @@ impl<T: Send + Sync> MapleTree<T> {
                 let node = NodePtr::new(leaf, items, None);
                 if !leaf {
                     for it in items {
-                        NodePtr::from_raw(it.ptr).expect("child").set_parent(Some(node));
+                        NodePtr::from_raw(it.ptr)
+                            .expect("child")
+                            .set_parent(Some(node));
                     }
                 }
                 nodes += 1;
                 let end = items[take - 1].end;
-                up.push(Item { end, ptr: node.raw(), gap: items_gap(leaf, items, min) });
+                up.push(Item {
+                    end,
+                    ptr: node.raw(),
+                    gap: items_gap(leaf, items, min),
+                });
                 min = end.wrapping_add(1);
                 rest = &rest[take..];
             }
@@ -702,7 +772,8 @@ pub struct WriteGuard<'t, T> {
 impl<T: Send + Sync + 'static> WriteGuard<'_, T> {
     fn shared(&self, first: u64, last: u64, p: *mut u8) {
         let guard = crate::pin();
-        self.tree.write_range(first, last, p, Access::Shared(&guard));
+        self.tree
+            .write_range(first, last, p, Access::Shared(&guard));
     }
 
     /// As [`MapleTree::store_range`], visible to concurrent readers.

@@ -1,0 +1,105 @@
+//! End-to-end checks of the `vmbench tree` command line: the JSON output is
+//! machine-readable and complete, and bad input fails cleanly.
+
+use std::collections::BTreeSet;
+use std::process::{Command, Output};
+
+fn vmbench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_vmbench"))
+        .args(args)
+        .output()
+        .expect("failed to start vmbench")
+}
+
+const ALL_OPS: [&str; 14] = [
+    "load",
+    "load_pin",
+    "insert_asc",
+    "insert_rand",
+    "erase_rand",
+    "iter",
+    "gap_rev",
+    "gap_fwd",
+    "load_with_writer",
+    "load_no_writer",
+    "bytes_asc",
+    "bytes_rand",
+    "bytes_total_asc",
+    "bytes_total_rand",
+];
+const ALL_IMPLS: [&str; 4] = ["maple", "maple-shared", "btreemap", "rwlock-btreemap"];
+
+#[test]
+fn tree_json_lines_cover_every_op_and_impl() {
+    let out = vmbench(&[
+        "tree", "--quick", "--sizes", "1000", "--repeat", "1", "--json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "vmbench failed: {stderr}");
+
+    let stdout = String::from_utf8(out.stdout).expect("stdout is UTF-8");
+    let (mut ops, mut impls) = (BTreeSet::new(), BTreeSet::new());
+    for line in stdout.lines() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        let imp = v["impl"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no impl: {line}"));
+        let op = v["op"].as_str().unwrap_or_else(|| panic!("no op: {line}"));
+        assert_eq!(v["n"].as_u64(), Some(1000), "{line}");
+        let threads = v["threads"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no threads: {line}"));
+        assert_eq!(
+            threads,
+            if op == "load_with_writer" { 2 } else { 1 },
+            "{line}"
+        );
+        let value = v["value"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no value: {line}"));
+        assert!(value.is_finite() && value > 0.0, "{line}");
+        let unit = v["unit"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no unit: {line}"));
+        assert!(
+            ["ns/op", "ns/entry", "bytes/entry"].contains(&unit),
+            "{line}"
+        );
+        ops.insert(op.to_string());
+        impls.insert(imp.to_string());
+    }
+    for op in ALL_OPS {
+        assert!(ops.contains(op), "op {op} missing from output:\n{stdout}");
+    }
+    for imp in ALL_IMPLS {
+        assert!(
+            impls.contains(imp),
+            "impl {imp} missing from output:\n{stdout}"
+        );
+    }
+    assert_eq!(ops.len(), ALL_OPS.len(), "unexpected ops: {ops:?}");
+    assert_eq!(impls.len(), ALL_IMPLS.len(), "unexpected impls: {impls:?}");
+}
+
+/// Asserts a failed run with exactly one line of error text and no stdout.
+fn assert_one_line_error(args: &[&str], needle: &str) {
+    let out = vmbench(args);
+    assert!(!out.status.success(), "{args:?} should fail");
+    assert!(out.stdout.is_empty(), "{args:?} printed to stdout");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr.trim_end().lines().count(),
+        1,
+        "{args:?} stderr: {stderr}"
+    );
+    assert!(stderr.contains(needle), "{args:?} stderr: {stderr}");
+}
+
+#[test]
+fn invalid_values_fail_with_one_line() {
+    assert_one_line_error(&["tree", "--sizes", "0"], "size 0");
+    assert_one_line_error(&["tree", "--sizes", "1000", "--repeat", "0"], "--repeat");
+    assert_one_line_error(&["tree", "--ops", "load,nope"], "unknown op 'nope'");
+    assert_one_line_error(&["tree", "--impls", "avl"], "unknown impl 'avl'");
+}
