@@ -44,6 +44,7 @@ mod error;
 mod iter;
 mod node;
 mod path;
+mod slab;
 mod sync;
 mod tree;
 mod write;

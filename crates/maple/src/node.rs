@@ -45,8 +45,9 @@
 //! (pivots) change only while the writer has `&mut` access to the tree
 //! (in-place writes), when no reader can exist.
 
+use crate::slab;
 use crate::sync::{AtomicPtr, AtomicU64, Ordering};
-use std::ptr;
+use std::ptr::{self, NonNull};
 
 /// Slots in a leaf.
 pub(crate) const LEAF_SLOTS: usize = 16;
@@ -107,8 +108,9 @@ pub(crate) struct Item {
 }
 
 /// A tagged pointer to a live node (see the module's safety model).
+/// Never null, so `Option<NodePtr>` is one word.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
-pub(crate) struct NodePtr(*mut u8);
+pub(crate) struct NodePtr(NonNull<u8>);
 
 // SAFETY: a NodePtr is an address; which thread may dereference it is
 // governed by the tree's protocol, not by the pointer.
@@ -118,27 +120,23 @@ impl NodePtr {
     /// Reads a slot or root pointer; null means "no node".
     #[inline]
     pub(crate) fn from_raw(p: *mut u8) -> Option<NodePtr> {
-        if p.is_null() {
-            None
-        } else {
-            Some(NodePtr(p))
-        }
+        NonNull::new(p).map(NodePtr)
     }
 
     /// The tagged pointer as stored in a parent slot or the root.
     #[inline]
     pub(crate) fn raw(self) -> *mut u8 {
-        self.0
+        self.0.as_ptr()
     }
 
     #[inline]
     pub(crate) fn is_leaf(self) -> bool {
-        self.0.addr() & 1 != 0
+        self.0.as_ptr().addr() & 1 != 0
     }
 
     #[inline]
     pub(crate) fn addr(self) -> usize {
-        self.0.addr() & !1
+        self.0.as_ptr().addr() & !1
     }
 
     #[inline]
@@ -146,21 +144,21 @@ impl NodePtr {
         debug_assert!(self.is_leaf());
         // SAFETY: the module invariant: the node is alive while a NodePtr to
         // it is in use, and the tag says it is a leaf.
-        unsafe { &*self.0.map_addr(|a| a & !1).cast::<Leaf>() }
+        unsafe { &*self.0.as_ptr().map_addr(|a| a & !1).cast::<Leaf>() }
     }
 
     #[inline]
     fn internal(&self) -> &Internal {
         debug_assert!(!self.is_leaf());
         // SAFETY: as in `leaf`; the tag says it is an internal node.
-        unsafe { &*self.0.cast::<Internal>() }
+        unsafe { &*self.0.as_ptr().cast::<Internal>() }
     }
 
     #[inline]
     fn meta(&self) -> &AtomicU64 {
         // SAFETY: both node types start with the metadata word (repr(C)),
         // and the node is alive per the module invariant.
-        unsafe { &*self.0.map_addr(|a| a & !1).cast::<AtomicU64>() }
+        unsafe { &*self.0.as_ptr().map_addr(|a| a & !1).cast::<AtomicU64>() }
     }
 
     /// Number of slots in use (1..=16 for leaves, 1..=10 for internal nodes).
@@ -247,14 +245,16 @@ impl NodePtr {
     /// Child `i` of an internal node.
     #[inline]
     pub(crate) fn child(self, i: usize) -> NodePtr {
-        NodePtr(self.internal().slots[i].load(Ordering::Acquire))
+        let p = self.internal().slots[i].load(Ordering::Acquire);
+        // SAFETY: used slots of an internal node always hold a child.
+        NodePtr(unsafe { NonNull::new_unchecked(p) })
     }
 
     /// Publishes `child` in slot `i` of a live internal node with one
     /// release store: readers see either the old child or the complete new
     /// one, never a partly built node.
     pub(crate) fn publish_child(self, i: usize, child: NodePtr) {
-        self.internal().slots[i].store(child.0, Ordering::Release);
+        self.internal().slots[i].store(child.raw(), Ordering::Release);
     }
 
     #[inline]
@@ -303,25 +303,25 @@ impl NodePtr {
             | parent.map_or(0, |p| p.addr()) as u64;
         if leaf {
             assert!((1..=LEAF_SLOTS).contains(&len));
-            let node = Box::new(Leaf {
+            let node = Leaf {
                 meta: AtomicU64::new(meta),
                 pivots: std::array::from_fn(|i| if i + 1 < len { items[i].end } else { u64::MAX }),
                 slots: std::array::from_fn(|i| {
                     AtomicPtr::new(items.get(i).map_or(ptr::null_mut(), |it| it.ptr))
                 }),
-            });
-            NodePtr(Box::into_raw(node).cast::<u8>().map_addr(|a| a | 1))
+            };
+            NodePtr(place(node).map_addr(|a| a | 1))
         } else {
             assert!((1..=INTERNAL_SLOTS).contains(&len));
-            let node = Box::new(Internal {
+            let node = Internal {
                 meta: AtomicU64::new(meta),
                 pivots: std::array::from_fn(|i| if i + 1 < len { items[i].end } else { u64::MAX }),
                 slots: std::array::from_fn(|i| {
                     AtomicPtr::new(items.get(i).map_or(ptr::null_mut(), |it| it.ptr))
                 }),
                 gaps: std::array::from_fn(|i| AtomicU64::new(items.get(i).map_or(0, |it| it.gap))),
-            });
-            NodePtr(Box::into_raw(node).cast::<u8>())
+            };
+            NodePtr(place(node))
         }
     }
 
@@ -335,7 +335,7 @@ impl NodePtr {
         assert!((1..=LEAF_SLOTS).contains(&len));
         // SAFETY: exclusive access per the contract; the node is alive and
         // a leaf (tag checked by the debug assertion in `leaf`).
-        let leaf = unsafe { &mut *self.0.map_addr(|a| a & !1).cast::<Leaf>() };
+        let leaf = unsafe { &mut *self.0.as_ptr().map_addr(|a| a & !1).cast::<Leaf>() };
         for (i, pivot) in leaf.pivots.iter_mut().enumerate() {
             *pivot = if i + 1 < len { items[i].end } else { u64::MAX };
         }
@@ -357,15 +357,25 @@ impl NodePtr {
     /// caller has exclusive access, or a grace period has passed since it
     /// was unlinked.
     pub(crate) unsafe fn free(self) {
-        if self.is_leaf() {
-            // SAFETY: allocated by `new` as a Box<Leaf>; per the contract
-            // nobody can reach it any more.
-            drop(unsafe { Box::from_raw(self.0.map_addr(|a| a & !1).cast::<Leaf>()) });
-        } else {
-            // SAFETY: allocated by `new` as a Box<Internal>.
-            drop(unsafe { Box::from_raw(self.0.cast::<Internal>()) });
-        }
+        // Node fields need no drop (atomics and integers): the block is
+        // just returned.
+        let block = NonNull::new(self.0.as_ptr().map_addr(|a| a & !1))
+            .expect("node addresses are non-zero");
+        // SAFETY: per the contract; the block came from `slab::alloc`.
+        unsafe { slab::free(block.cast()) };
     }
+}
+
+/// Moves a freshly built node into a slab block.
+fn place<N>(node: N) -> NonNull<u8> {
+    const {
+        assert!(std::mem::size_of::<N>() <= slab::BLOCK && std::mem::align_of::<N>() <= slab::BLOCK)
+    };
+    let block = slab::alloc();
+    // SAFETY: the block is BLOCK bytes, BLOCK-aligned, unused, and `N`
+    // fits in it (checked above).
+    unsafe { block.cast::<N>().write(node) };
+    block
 }
 
 /// Size of the inclusive range `[start, end]`, saturated at `u64::MAX`

@@ -69,17 +69,31 @@ impl Path {
             node: root,
             min: 0,
             max: u64::MAX,
-            slot: root.find_slot(index),
+            slot: 0,
         };
         let mut path = Path {
             levels: [top; MAX_HEIGHT],
-            depth: 1,
+            depth: 0,
         };
-        while !path.leaf().node.is_leaf() {
-            let next = path.leaf().descend(Some(index), false);
-            path.push(next);
-        }
+        path.rewalk(root, index);
         path
+    }
+
+    /// Walks again from `root`, reusing this path's storage (a path is a
+    /// few hundred bytes: iterators and the writer keep theirs).
+    #[inline]
+    pub(crate) fn rewalk(&mut self, root: NodePtr, index: u64) {
+        self.levels[0] = Level {
+            node: root,
+            min: 0,
+            max: u64::MAX,
+            slot: root.find_slot(index),
+        };
+        self.depth = 1;
+        while !self.leaf().node.is_leaf() {
+            let next = self.leaf().descend(Some(index), false);
+            self.push(next);
+        }
     }
 
     #[inline]

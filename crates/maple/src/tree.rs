@@ -198,6 +198,44 @@ impl<T: Send + Sync> MapleTree<T> {
         Some((first, last, unsafe { value::get::<T>(p) }))
     }
 
+    /// Points `cache` at the leaf slot holding `index`: from the cached
+    /// leaf when it covers `index` and is still live, else by a fresh walk
+    /// that reuses the path's storage. `None` for an empty tree.
+    #[inline]
+    fn position<'c>(&self, cache: &'c mut Option<Path>, index: u64) -> Option<&'c mut Path> {
+        let reusable = cache.as_ref().is_some_and(|p| {
+            p.leaf().min <= index && index <= p.leaf().max && !p.leaf().node.is_dead()
+        });
+        let root = self.root_node()?;
+        let Some(path) = cache else {
+            return Some(cache.insert(Path::walk(root, index)));
+        };
+        if reusable {
+            let leaf = path.leaf_mut();
+            // A sequential scan asks for the index just past the slot it
+            // returned last: no pivot search needed then.
+            let next = leaf.slot + 1;
+            let follows = next < leaf.node.len()
+                && leaf.node.end(leaf.slot, leaf.max).wrapping_add(1) == index;
+            leaf.slot = if follows {
+                next
+            } else {
+                leaf.node.find_slot(index)
+            };
+        } else if path.leaf().max.wrapping_add(1) == index
+            && !path.leaf().node.is_dead()
+            && path.next_leaf()
+        {
+            // A forward scan leaving its leaf: step to the next leaf through
+            // the cached ancestors instead of walking from the root. A stale
+            // ancestor leads to a consistent older subtree; the leaf's dead
+            // mark is checked before anything found there is returned.
+        } else {
+            path.rewalk(root, index);
+        }
+        Some(path)
+    }
+
     /// Forward search used by `find`, cursors and iterators: the first
     /// present entry intersecting `[index, max]`. `cache` keeps the path
     /// between calls, so a sequential scan walks from the root once per
@@ -212,18 +250,7 @@ impl<T: Send + Sync> MapleTree<T> {
             return None;
         }
         'restart: loop {
-            let path = match cache {
-                Some(p)
-                    if p.leaf().min <= index
-                        && index <= p.leaf().max
-                        && !p.leaf().node.is_dead() =>
-                {
-                    let leaf = p.leaf_mut();
-                    leaf.slot = leaf.node.find_slot(index);
-                    p
-                }
-                _ => cache.insert(Path::walk(self.root_node()?, index)),
-            };
+            let path = self.position(cache, index)?;
             loop {
                 let leaf = *path.leaf();
                 for slot in leaf.slot..leaf.node.len() {
@@ -264,18 +291,7 @@ impl<T: Send + Sync> MapleTree<T> {
             return None;
         }
         'restart: loop {
-            let path = match cache {
-                Some(p)
-                    if p.leaf().min <= index
-                        && index <= p.leaf().max
-                        && !p.leaf().node.is_dead() =>
-                {
-                    let leaf = p.leaf_mut();
-                    leaf.slot = leaf.node.find_slot(index);
-                    p
-                }
-                _ => cache.insert(Path::walk(self.root_node()?, index)),
-            };
+            let path = self.position(cache, index)?;
             loop {
                 let leaf = *path.leaf();
                 for slot in (0..=leaf.slot).rev() {

@@ -81,29 +81,90 @@ impl Buf {
     }
 }
 
+/// Most nodes a write can replace along its paths: per level the two run
+/// ends, a merged neighbour, the two original path nodes, and a collapsed
+/// root chain.
+const RUN_NODES: usize = 6 * MAX_HEIGHT;
+
 /// Nodes and values a write unlinks.
-#[derive(Default)]
 struct Retired {
-    nodes: Vec<NodePtr>,
+    /// Replaced nodes on the write's paths (may repeat; deduplicated at
+    /// the end). Fixed-size so a common write allocates nothing here.
+    run: [Option<NodePtr>; RUN_NODES],
+    run_len: usize,
+    /// Roots of whole subtrees the write covered (freed with all below).
+    subtrees: Vec<NodePtr>,
     values: Vec<*mut u8>,
-    /// Entries removed with them (for the entry count).
+    /// Entries removed with the subtrees (for the entry count).
     entries: usize,
 }
 
 impl Retired {
+    fn new() -> Self {
+        Retired {
+            run: [None; RUN_NODES],
+            run_len: 0,
+            subtrees: Vec::new(),
+            values: Vec::new(),
+            entries: 0,
+        }
+    }
+
+    fn node(&mut self, node: NodePtr) {
+        self.run[self.run_len] = Some(node);
+        self.run_len += 1;
+    }
+
     /// Unlinks a whole subtree: all its nodes and values.
     fn subtree(&mut self, node: NodePtr) {
-        self.nodes.push(node);
-        for i in 0..node.len() {
-            if node.is_leaf() {
-                let p = node.slot(i);
-                if !p.is_null() {
-                    self.values.push(p);
-                    self.entries += 1;
+        let mut stack = vec![node];
+        while let Some(node) = stack.pop() {
+            self.subtrees.push(node);
+            for i in 0..node.len() {
+                if node.is_leaf() {
+                    let p = node.slot(i);
+                    if !p.is_null() {
+                        self.values.push(p);
+                        self.entries += 1;
+                    }
+                } else {
+                    stack.push(node.child(i));
                 }
-            } else {
-                self.subtree(node.child(i));
             }
+        }
+    }
+
+    /// Sorts and deduplicates the run list in place; returns its length.
+    fn dedup_run(&mut self) -> usize {
+        let run = &mut self.run[..self.run_len];
+        run.sort_unstable_by(|a, b| b.cmp(a)); // `None`s last
+        let mut kept = 0;
+        for i in 0..run.len() {
+            if run[i].is_some() && (kept == 0 || run[kept - 1] != run[i]) {
+                run[kept] = run[i];
+                kept += 1;
+            }
+        }
+        self.run_len = kept;
+        kept + self.subtrees.len()
+    }
+
+    /// Frees every node and releases every value.
+    ///
+    /// # Safety
+    /// Everything listed is unlinked and no reader can still reach it.
+    unsafe fn free<T>(&self) {
+        for n in self.run[..self.run_len]
+            .iter()
+            .flatten()
+            .chain(&self.subtrees)
+        {
+            // SAFETY: per the contract.
+            unsafe { n.free() };
+        }
+        for &v in &self.values {
+            // SAFETY: each entry is one unlinked reference.
+            unsafe { value::release::<T>(v) };
         }
     }
 }
@@ -166,57 +227,66 @@ impl<T: Send + Sync> MapleTree<T> {
         }
     }
 
-    /// Whether every index in `[first, last]` is absent.
-    fn is_absent(&self, first: u64, last: u64) -> bool {
-        let (_, end, p) = self.range_at(first);
-        p.is_null() && end >= last
+    /// Every public write: checks the range, boxes the value, writes, and
+    /// on refusal releases the box so nothing changes.
+    fn apply(
+        &self,
+        first: u64,
+        last: u64,
+        value: Option<T>,
+        access: Access<'_>,
+        insert: bool,
+    ) -> Result<(), Error> {
+        check_range(first, last)?;
+        let p = value.map_or(ptr::null_mut(), value::into_raw);
+        let result = self.write_range(first, last, p, access, insert);
+        if result.is_err() && !p.is_null() {
+            // SAFETY: `p` was made above and never linked into the tree.
+            unsafe { value::release::<T>(p) };
+        }
+        result
+    }
+
+    /// Erases the whole entry containing `index`.
+    fn erase_entry(&self, index: u64, access: Access<'_>) -> Option<(u64, u64)> {
+        let (first, last, p) = self.range_at(index);
+        if p.is_null() {
+            return None;
+        }
+        // Cannot fail: an erase of a valid range is never refused.
+        self.write_range(first, last, ptr::null_mut(), access, false)
+            .ok()?;
+        Some((first, last))
     }
 
     /// Writes `[first, last] = p` (null: absent). The caller has checked
     /// `first <= last` and, for `Access::Exclusive`, holds `&mut self`.
-    fn write_range(&self, first: u64, last: u64, p: *mut u8, access: Access<'_>) {
-        let (mut lo, mut hi) = (first, last);
-        if p.is_null() {
-            // Widen over absent neighbours to keep absent ranges maximal.
-            let (a, b, q) = self.range_at(first);
-            if q.is_null() {
-                if b >= last {
-                    return; // already absent: nothing to do
-                }
-                lo = a;
-            } else if a == first && first > 0 {
-                let (a2, _, q2) = self.range_at(first - 1);
-                if q2.is_null() {
-                    lo = a2;
-                }
-            }
-            let (a, b, q) = self.range_at(last);
-            if q.is_null() {
-                hi = b;
-            } else if b == last && last < u64::MAX {
-                let (_, b2, q2) = self.range_at(last + 1);
-                if q2.is_null() {
-                    hi = b2;
-                }
-            }
-            let _ = a;
-        }
+    fn write_range(
+        &self,
+        first: u64,
+        last: u64,
+        p: *mut u8,
+        access: Access<'_>,
+        insert: bool,
+    ) -> Result<(), Error> {
         let Some(root) = self.root_node() else {
-            // p is non-null here: an empty tree returned above for erases.
+            if p.is_null() {
+                return Ok(()); // erasing from an empty tree
+            }
             let mut buf = Buf::new();
-            if lo > 0 {
+            if first > 0 {
                 buf.push(Item {
-                    end: lo - 1,
+                    end: first - 1,
                     ptr: ptr::null_mut(),
                     gap: 0,
                 });
             }
             buf.push(Item {
-                end: hi,
+                end: last,
                 ptr: p,
                 gap: 0,
             });
-            if hi < u64::MAX {
+            if last < u64::MAX {
                 buf.push(Item {
                     end: u64::MAX,
                     ptr: ptr::null_mut(),
@@ -227,31 +297,92 @@ impl<T: Send + Sync> MapleTree<T> {
             self.root.store(leaf.raw(), Ordering::Release);
             self.nodes.store(1, Ordering::Relaxed);
             self.entries.store(1, Ordering::Relaxed);
-            return;
+            return Ok(());
         };
+        let mut pl = Path::walk(root, first);
+        if insert {
+            let l = pl.leaf();
+            if !l.node.slot(l.slot).is_null() || l.slot_end() < last {
+                return Err(Error::Exists);
+            }
+        }
+        let mut pr = pl.clone();
+        if last <= pl.leaf().max {
+            // Both ends in one leaf (the common case): share the walk.
+            let leaf = pr.leaf_mut();
+            leaf.slot = leaf.node.find_slot(last);
+        } else {
+            pr.rewalk(root, last);
+        }
+        let (mut lo, mut hi) = (first, last);
+        if p.is_null() {
+            // Widen over absent neighbours to keep absent ranges maximal;
+            // a neighbour is the adjacent slot, or one step to the
+            // adjacent leaf, never a walk from the root.
+            let l = *pl.leaf();
+            if l.node.slot(l.slot).is_null() {
+                if l.slot_end() >= last {
+                    return Ok(()); // already absent: nothing to do
+                }
+                lo = l.slot_start();
+            } else if l.slot_start() == first && first > 0 {
+                if l.slot > 0 {
+                    if l.node.slot(l.slot - 1).is_null() {
+                        pl.leaf_mut().slot -= 1;
+                        lo = pl.leaf().slot_start();
+                    }
+                } else {
+                    let mut prev = pl.clone();
+                    if prev.prev_leaf() && prev.leaf().node.slot(prev.leaf().slot).is_null() {
+                        lo = prev.leaf().slot_start();
+                        pl = prev;
+                    }
+                }
+            }
+            let r = *pr.leaf();
+            if r.node.slot(r.slot).is_null() {
+                hi = r.slot_end();
+            } else if r.slot_end() == last && last < u64::MAX {
+                if r.slot + 1 < r.node.len() {
+                    if r.node.slot(r.slot + 1).is_null() {
+                        pr.leaf_mut().slot += 1;
+                        hi = pr.leaf().slot_end();
+                    }
+                } else {
+                    let mut next = pr.clone();
+                    if next.next_leaf() && next.leaf().node.slot(next.leaf().slot).is_null() {
+                        hi = next.leaf().slot_end();
+                        pr = next;
+                    }
+                }
+            }
+        }
         let mut w = Rebuild {
-            pl: Path::walk(root, lo),
-            pr: Path::walk(root, hi),
-            retired: Retired::default(),
+            pl,
+            pr,
+            retired: Retired::new(),
             created: 0,
             access,
         };
         let depth = w.pl.depth;
-        let orig: Vec<(NodePtr, NodePtr)> = (0..depth)
-            .map(|d| (w.pl.levels[d].node, w.pr.levels[d].node))
-            .collect();
+        let mut orig = [(root, root); MAX_HEIGHT];
+        for (d, o) in orig.iter_mut().enumerate().take(depth) {
+            *o = (w.pl.levels[d].node, w.pr.levels[d].node);
+        }
         w.unlink_between();
-        let (buf, added, removed) = w.leaf_content::<T>(lo, hi, p);
+        let mut buf = Buf::new();
+        let (added, removed) = w.leaf_content::<T>(&mut buf, lo, hi, p);
         let top = w.climb(self, buf);
         // Nodes of the original paths below the level that was published
         // were all replaced.
-        for &(l, r) in &orig[top + 1..] {
-            w.retired.nodes.push(l);
-            w.retired.nodes.push(r);
+        for &(l, r) in &orig[top + 1..depth] {
+            w.retired.node(l);
+            w.retired.node(r);
         }
         let entries = self.len() + added - removed - w.retired.entries;
         self.entries.store(entries, Ordering::Relaxed);
         w.finish(self);
+        Ok(())
     }
 }
 
@@ -285,12 +416,11 @@ impl Rebuild<'_> {
         }
     }
 
-    /// The new content of the leaves from `lo`'s to `hi`'s, and the entry
-    /// count change (added, removed) within them.
-    fn leaf_content<T>(&mut self, lo: u64, hi: u64, p: *mut u8) -> (Buf, usize, usize) {
+    /// Writes the new content of the leaves from `lo`'s to `hi`'s into
+    /// `buf`; returns the entry count change (added, removed) within them.
+    fn leaf_content<T>(&mut self, buf: &mut Buf, lo: u64, hi: u64, p: *mut u8) -> (usize, usize) {
         let l = *self.pl.leaf();
         let r = *self.pr.leaf();
-        let mut buf = Buf::new();
         buf.extend_from(&l, 0..l.slot);
         let lp = l.node.slot(l.slot);
         let left_keep = l.slot_start() < lo;
@@ -321,18 +451,10 @@ impl Rebuild<'_> {
         // Each covered range loses its slot; a kept remnant needs one
         // reference, so a range split in two gains one.
         let mut removed = 0;
-        let covered: Vec<(NodePtr, usize)> = if l.node == r.node {
-            (l.slot..=r.slot).map(|s| (l.node, s)).collect()
-        } else {
-            (l.slot..l.node.len())
-                .map(|s| (l.node, s))
-                .chain((0..=r.slot).map(|s| (r.node, s)))
-                .collect()
-        };
-        for (node, s) in covered {
+        let mut cover = |node: NodePtr, s: usize| {
             let q = node.slot(s);
             if q.is_null() {
-                continue;
+                return;
             }
             removed += 1;
             let keeps = usize::from(node == l.node && s == l.slot && left_keep)
@@ -344,11 +466,17 @@ impl Rebuild<'_> {
                 // the only one who changes reference counts.
                 _ => unsafe { value::share::<T>(q) },
             }
+        };
+        if l.node == r.node {
+            (l.slot..=r.slot).for_each(|s| cover(l.node, s));
+        } else {
+            (l.slot..l.node.len()).for_each(|s| cover(l.node, s));
+            (0..=r.slot).for_each(|s| cover(r.node, s));
         }
         let added = usize::from(left_keep && !lp.is_null())
             + usize::from(right_keep && !rp.is_null())
             + usize::from(!p.is_null());
-        (buf, added, removed)
+        (added, removed)
     }
 
     fn new_node(&mut self, leaf: bool, items: &[Item], parent: Option<NodePtr>) -> NodePtr {
@@ -367,7 +495,11 @@ impl Rebuild<'_> {
     /// Rebuilds level by level from the leaves up and publishes the result.
     /// `buf` holds the new content of the run `pl.leaf() ..= pr.leaf()`.
     /// Returns the depth at which the new subtree was published.
-    fn climb<T>(&mut self, tree: &MapleTree<T>, mut buf: Buf) -> usize {
+    fn climb<T>(&mut self, tree: &MapleTree<T>, buf: Buf) -> usize {
+        // Two buffers, alternating: each level's content is built into the
+        // other one, so no buffer is copied as a whole.
+        let mut bufs = [buf, Buf::new()];
+        let mut cur = 0;
         let depth = self.pl.depth;
         let mut d = depth - 1;
         let mut left = self.pl.levels[d];
@@ -379,30 +511,37 @@ impl Rebuild<'_> {
             } else {
                 (INTERNAL_SLOTS, INTERNAL_MIN)
             };
-            if d > 0 && buf.len < least && right.max != u64::MAX {
+            if d > 0 && bufs[cur].len < least && right.max != u64::MAX {
                 // Underfull: absorb the neighbour on this level (it exists:
                 // only the rightmost node lacks a right neighbour).
                 if self.pl.step_level(d, false) {
                     left = self.pl.levels[d];
-                    let mut merged = Buf::new();
-                    merged.extend_from(&left, 0..left.node.len());
-                    for it in buf.as_slice() {
-                        merged.push(*it);
+                    let (a, b) = bufs.split_at_mut(1);
+                    let (from, into) = if cur == 0 {
+                        (&a[0], &mut b[0])
+                    } else {
+                        (&b[0], &mut a[0])
+                    };
+                    into.len = 0;
+                    into.extend_from(&left, 0..left.node.len());
+                    for it in from.as_slice() {
+                        into.push(*it);
                     }
-                    buf = merged;
+                    cur = 1 - cur;
                 } else if self.pr.step_level(d, true) {
                     right = self.pr.levels[d];
-                    buf.extend_from(&right, 0..right.node.len());
+                    bufs[cur].extend_from(&right, 0..right.node.len());
                 }
             }
-            self.retired.nodes.push(left.node);
-            self.retired.nodes.push(right.node);
+            self.retired.node(left.node);
+            self.retired.node(right.node);
             let rightmost = right.max == u64::MAX;
+            let buf = &bufs[cur];
             if left.node == right.node
                 && buf.len <= cap
                 && (d == 0 || buf.len >= least || rightmost)
             {
-                self.publish(tree, d, leaf, &left, &buf);
+                self.publish(tree, d, leaf, &left, buf);
                 return d;
             }
             let (sizes, k) = split_sizes(buf.len, cap, rightmost);
@@ -429,13 +568,14 @@ impl Rebuild<'_> {
                 return 0;
             }
             let (pleft, pright) = (self.pl.levels[d - 1], self.pr.levels[d - 1]);
-            let mut next = Buf::new();
+            cur = 1 - cur;
+            let next = &mut bufs[cur];
+            next.len = 0;
             next.extend_from(&pleft, 0..pleft.slot);
             for it in up.as_slice() {
                 next.push(*it);
             }
             next.extend_from(&pright, pright.slot + 1..pright.node.len());
-            buf = next;
             left = pleft;
             right = pright;
             d -= 1;
@@ -454,12 +594,12 @@ impl Rebuild<'_> {
                 // A root with one child hands the tree to the child.
                 let mut child = NodePtr::from_raw(items[0].ptr).expect("child");
                 while !child.is_leaf() && child.len() == 1 {
-                    self.retired.nodes.push(child);
+                    self.retired.node(child);
                     child = child.child(0);
                 }
                 if child.is_leaf() && child.len() == 1 && child.slot(0).is_null() {
                     // Everything was erased.
-                    self.retired.nodes.push(child);
+                    self.retired.node(child);
                     None
                 } else {
                     child.set_parent(None);
@@ -501,45 +641,40 @@ impl Rebuild<'_> {
 
     fn rewrite_in_place(&mut self, node: NodePtr, items: &[Item]) {
         // The node stays: take it back off the retire list.
-        self.retired.nodes.retain(|&n| n != node);
+        for n in &mut self.retired.run[..self.retired.run_len] {
+            if *n == Some(node) {
+                *n = None;
+            }
+        }
         // SAFETY: `Access::Exclusive` is only used from `&mut self`
         // methods, so no reader can see the node while it changes.
         unsafe { node.rewrite_leaf(items) };
     }
 
     /// Frees (exclusive) or retires (shared) what the write unlinked.
-    fn finish<T>(mut self, tree: &MapleTree<T>) {
-        let mut nodes = std::mem::take(&mut self.retired.nodes);
-        nodes.sort_unstable();
-        nodes.dedup();
-        let live = tree.nodes.load(Ordering::Relaxed) + self.created - nodes.len();
+    fn finish<T>(&mut self, tree: &MapleTree<T>) {
+        let unlinked = self.retired.dedup_run();
+        let live = tree.nodes.load(Ordering::Relaxed) + self.created - unlinked;
         tree.nodes.store(live, Ordering::Relaxed);
-        if let Access::Shared(_) = self.access {
-            // Mark after publishing, before the grace period starts: a
-            // reader that reaches a replaced node from now on restarts.
-            for n in &nodes {
-                n.mark_dead();
-            }
-        }
-        let values = std::mem::take(&mut self.retired.values);
-        let free = move || {
-            for n in nodes {
-                // SAFETY: unlinked by this write; exclusive access or a
-                // grace period has passed (see `Access`).
-                unsafe { n.free() };
-            }
-            for v in values {
-                // SAFETY: each entry is one unlinked reference.
-                unsafe { value::release::<T>(v) };
-            }
-        };
         match self.access {
-            Access::Exclusive => free(),
+            // SAFETY: `&mut` access: no reader exists.
+            Access::Exclusive => unsafe { self.retired.free::<T>() },
             Access::Shared(guard) => {
+                // Mark after publishing, before the grace period starts: a
+                // reader that reaches a replaced node from now on restarts.
+                let retired = &self.retired;
+                for n in retired.run[..retired.run_len]
+                    .iter()
+                    .flatten()
+                    .chain(&retired.subtrees)
+                {
+                    n.mark_dead();
+                }
+                let retired = Box::new(std::mem::replace(&mut self.retired, Retired::new()));
                 // SAFETY: `free` only touches nodes and values this write
-                // unlinked, and values are `T: Send + Sync + 'static`
-                // (required by `MapleTree::write`).
-                unsafe { defer(guard, free) };
+                // unlinked, after a grace period; values are `T: Send + Sync
+                // + 'static` (required by `MapleTree::write`).
+                unsafe { defer(guard, move || retired.free::<T>()) };
             }
         }
     }
@@ -559,9 +694,7 @@ impl<T: Send + Sync> MapleTree<T> {
     /// assert_eq!(all, [(0, 39, &'a'), (40, 59, &'b'), (60, 99, &'a')]);
     /// ```
     pub fn store_range(&mut self, first: u64, last: u64, value: T) -> Result<(), Error> {
-        check_range(first, last)?;
-        self.write_range(first, last, value::into_raw(value), Access::Exclusive);
-        Ok(())
+        self.apply(first, last, Some(value), Access::Exclusive, false)
     }
 
     /// Stores `value` over `[first, last]` only if every index there is
@@ -573,12 +706,7 @@ impl<T: Send + Sync> MapleTree<T> {
     /// assert_eq!(tree.insert_range(19, 30, 2), Err(maple::Error::Exists));
     /// ```
     pub fn insert_range(&mut self, first: u64, last: u64, value: T) -> Result<(), Error> {
-        check_range(first, last)?;
-        if !self.is_absent(first, last) {
-            return Err(Error::Exists);
-        }
-        self.write_range(first, last, value::into_raw(value), Access::Exclusive);
-        Ok(())
+        self.apply(first, last, Some(value), Access::Exclusive, true)
     }
 
     /// Removes the whole entry containing `index` and returns its range.
@@ -590,12 +718,7 @@ impl<T: Send + Sync> MapleTree<T> {
     /// assert_eq!(tree.erase(15), None);
     /// ```
     pub fn erase(&mut self, index: u64) -> Option<(u64, u64)> {
-        let (first, last, p) = self.range_at(index);
-        if p.is_null() {
-            return None;
-        }
-        self.write_range(first, last, ptr::null_mut(), Access::Exclusive);
-        Some((first, last))
+        self.erase_entry(index, Access::Exclusive)
     }
 
     /// Makes `[first, last]` absent, trimming or splitting entries that
@@ -609,9 +732,7 @@ impl<T: Send + Sync> MapleTree<T> {
     /// assert_eq!(tree.iter(&g).collect::<Vec<_>>(), [(0, 9, &'a'), (90, 99, &'a')]);
     /// ```
     pub fn erase_range(&mut self, first: u64, last: u64) -> Result<(), Error> {
-        check_range(first, last)?;
-        self.write_range(first, last, ptr::null_mut(), Access::Exclusive);
-        Ok(())
+        self.apply(first, last, None, Access::Exclusive, false)
     }
 
     /// Builds a tree from entries sorted by index, packing nodes full:
@@ -770,43 +891,36 @@ pub struct WriteGuard<'t, T> {
 }
 
 impl<T: Send + Sync + 'static> WriteGuard<'_, T> {
-    fn shared(&self, first: u64, last: u64, p: *mut u8) {
-        let guard = crate::pin();
-        self.tree
-            .write_range(first, last, p, Access::Shared(&guard));
-    }
-
     /// As [`MapleTree::store_range`], visible to concurrent readers.
     pub fn store_range(&mut self, first: u64, last: u64, value: T) -> Result<(), Error> {
-        check_range(first, last)?;
-        self.shared(first, last, value::into_raw(value));
-        Ok(())
+        self.tree.apply(
+            first,
+            last,
+            Some(value),
+            Access::Shared(&crate::pin()),
+            false,
+        )
     }
 
     /// As [`MapleTree::insert_range`], visible to concurrent readers.
     pub fn insert_range(&mut self, first: u64, last: u64, value: T) -> Result<(), Error> {
-        check_range(first, last)?;
-        if !self.tree.is_absent(first, last) {
-            return Err(Error::Exists);
-        }
-        self.shared(first, last, value::into_raw(value));
-        Ok(())
+        self.tree.apply(
+            first,
+            last,
+            Some(value),
+            Access::Shared(&crate::pin()),
+            true,
+        )
     }
 
     /// As [`MapleTree::erase`], visible to concurrent readers.
     pub fn erase(&mut self, index: u64) -> Option<(u64, u64)> {
-        let (first, last, p) = self.tree.range_at(index);
-        if p.is_null() {
-            return None;
-        }
-        self.shared(first, last, ptr::null_mut());
-        Some((first, last))
+        self.tree.erase_entry(index, Access::Shared(&crate::pin()))
     }
 
     /// As [`MapleTree::erase_range`], visible to concurrent readers.
     pub fn erase_range(&mut self, first: u64, last: u64) -> Result<(), Error> {
-        check_range(first, last)?;
-        self.shared(first, last, ptr::null_mut());
-        Ok(())
+        self.tree
+            .apply(first, last, None, Access::Shared(&crate::pin()), false)
     }
 }
