@@ -123,6 +123,11 @@ impl NodePtr {
         NonNull::new(p).map(NodePtr)
     }
 
+    /// A placeholder for path levels not yet filled; never dereferenced.
+    pub(crate) fn dangling() -> NodePtr {
+        NodePtr(NonNull::dangling())
+    }
+
     /// The tagged pointer as stored in a parent slot or the root.
     #[inline]
     pub(crate) fn raw(self) -> *mut u8 {

@@ -79,6 +79,26 @@ impl Path {
         path
     }
 
+    /// A path with no levels yet, to be filled by [`Path::rewalk`].
+    pub(crate) fn empty() -> Path {
+        let nowhere = Level {
+            node: NodePtr::dangling(),
+            min: 0,
+            max: 0,
+            slot: 0,
+        };
+        Path {
+            levels: [nowhere; MAX_HEIGHT],
+            depth: 0,
+        }
+    }
+
+    /// Makes this path a copy of `other`, copying only the levels in use.
+    pub(crate) fn copy_from(&mut self, other: &Path) {
+        self.levels[..other.depth].copy_from_slice(&other.levels[..other.depth]);
+        self.depth = other.depth;
+    }
+
     /// Walks again from `root`, reusing this path's storage (a path is a
     /// few hundred bytes: iterators and the writer keep theirs).
     #[inline]

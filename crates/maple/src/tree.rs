@@ -41,8 +41,10 @@ pub struct MapleTree<T> {
     /// Nodes reachable from the root; `validate` checks it against a walk,
     /// which is how a leaked (unreachable, never retired) node shows up.
     pub(crate) nodes: AtomicUsize,
-    /// Serialises shared writers. `&mut` writers need not take it.
-    pub(crate) lock: Mutex<()>,
+    /// Serialises shared writers and holds the writer's scratch space
+    /// (allocated on the first write). `&mut` writers reach it without
+    /// locking.
+    pub(crate) lock: Mutex<Option<Box<crate::write::Scratch>>>,
     /// The tree owns `Arc<T>`s through raw pointers.
     pub(crate) _values: PhantomData<std::sync::Arc<T>>,
 }
@@ -72,7 +74,7 @@ impl<T> Default for MapleTree<T> {
             root: AtomicPtr::new(ptr::null_mut()),
             entries: AtomicUsize::new(0),
             nodes: AtomicUsize::new(0),
-            lock: Mutex::new(()),
+            lock: Mutex::new(None),
             _values: PhantomData,
         }
     }

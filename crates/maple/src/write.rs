@@ -32,6 +32,32 @@ use crate::sync::{defer, Guard, MutexGuard, Ordering};
 use crate::MapleTree;
 use std::ptr;
 
+/// A writer's working memory, kept with the tree behind its writer lock
+/// and reused by every write: two paths, two level buffers and the retire
+/// lists, several kilobytes that would otherwise be initialised per write.
+pub(crate) struct Scratch {
+    pl: Path,
+    pr: Path,
+    bufs: [Buf; 2],
+    retired: Retired,
+}
+
+// SAFETY: between writes the scratch holds no pointers (the lists are
+// empty and the paths are overwritten before use); during a write only the
+// writer, who holds the lock or `&mut` to the tree, touches it.
+unsafe impl Send for Scratch {}
+
+impl Scratch {
+    pub(crate) fn new() -> Box<Self> {
+        Box::new(Scratch {
+            pl: Path::empty(),
+            pr: Path::empty(),
+            bufs: [Buf::new(), Buf::new()],
+            retired: Retired::default(),
+        })
+    }
+}
+
 /// How a write may treat nodes that readers could be looking at.
 #[derive(Clone, Copy)]
 enum Access<'a> {
@@ -81,18 +107,14 @@ impl Buf {
     }
 }
 
-/// Most nodes a write can replace along its paths: per level the two run
-/// ends, a merged neighbour, the two original path nodes, and a collapsed
-/// root chain.
-const RUN_NODES: usize = 6 * MAX_HEIGHT;
-
-/// Nodes and values a write unlinks.
+/// Nodes and values a write unlinks. Kept in the tree's scratch space and
+/// cleared after each write, so steady-state writes allocate nothing here.
+#[derive(Default)]
 struct Retired {
     /// Replaced nodes on the write's paths (may repeat; deduplicated at
-    /// the end). Fixed-size so a common write allocates nothing here.
-    run: [Option<NodePtr>; RUN_NODES],
-    run_len: usize,
-    /// Roots of whole subtrees the write covered (freed with all below).
+    /// the end).
+    run: Vec<NodePtr>,
+    /// Nodes of whole subtrees the write covered.
     subtrees: Vec<NodePtr>,
     values: Vec<*mut u8>,
     /// Entries removed with the subtrees (for the entry count).
@@ -100,26 +122,17 @@ struct Retired {
 }
 
 impl Retired {
-    fn new() -> Self {
-        Retired {
-            run: [None; RUN_NODES],
-            run_len: 0,
-            subtrees: Vec::new(),
-            values: Vec::new(),
-            entries: 0,
-        }
-    }
-
     fn node(&mut self, node: NodePtr) {
-        self.run[self.run_len] = Some(node);
-        self.run_len += 1;
+        self.run.push(node);
     }
 
     /// Unlinks a whole subtree: all its nodes and values.
     fn subtree(&mut self, node: NodePtr) {
-        let mut stack = vec![node];
-        while let Some(node) = stack.pop() {
-            self.subtrees.push(node);
+        let start = self.subtrees.len();
+        self.subtrees.push(node);
+        let mut next = start;
+        while let Some(&node) = self.subtrees.get(next) {
+            next += 1;
             for i in 0..node.len() {
                 if node.is_leaf() {
                     let p = node.slot(i);
@@ -128,25 +141,17 @@ impl Retired {
                         self.entries += 1;
                     }
                 } else {
-                    stack.push(node.child(i));
+                    self.subtrees.push(node.child(i));
                 }
             }
         }
     }
 
-    /// Sorts and deduplicates the run list in place; returns its length.
+    /// Deduplicates the run list; returns how many nodes are unlinked.
     fn dedup_run(&mut self) -> usize {
-        let run = &mut self.run[..self.run_len];
-        run.sort_unstable_by(|a, b| b.cmp(a)); // `None`s last
-        let mut kept = 0;
-        for i in 0..run.len() {
-            if run[i].is_some() && (kept == 0 || run[kept - 1] != run[i]) {
-                run[kept] = run[i];
-                kept += 1;
-            }
-        }
-        self.run_len = kept;
-        kept + self.subtrees.len()
+        self.run.sort_unstable();
+        self.run.dedup();
+        self.run.len() + self.subtrees.len()
     }
 
     /// Frees every node and releases every value.
@@ -154,11 +159,7 @@ impl Retired {
     /// # Safety
     /// Everything listed is unlinked and no reader can still reach it.
     unsafe fn free<T>(&self) {
-        for n in self.run[..self.run_len]
-            .iter()
-            .flatten()
-            .chain(&self.subtrees)
-        {
+        for n in self.run.iter().chain(&self.subtrees) {
             // SAFETY: per the contract.
             unsafe { n.free() };
         }
@@ -227,10 +228,21 @@ impl<T: Send + Sync> MapleTree<T> {
         }
     }
 
+    /// Runs an exclusive write with the tree's scratch space (no locking:
+    /// `&mut self` already excludes every other access).
+    fn exclusive<R>(&mut self, write: impl FnOnce(&Self, &mut Scratch) -> R) -> R {
+        let slot = self.lock.get_mut().unwrap_or_else(|e| e.into_inner());
+        let mut scratch = slot.take().unwrap_or_else(Scratch::new);
+        let result = write(self, &mut scratch);
+        *self.lock.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(scratch);
+        result
+    }
+
     /// Every public write: checks the range, boxes the value, writes, and
     /// on refusal releases the box so nothing changes.
     fn apply(
         &self,
+        scratch: &mut Scratch,
         first: u64,
         last: u64,
         value: Option<T>,
@@ -239,7 +251,7 @@ impl<T: Send + Sync> MapleTree<T> {
     ) -> Result<(), Error> {
         check_range(first, last)?;
         let p = value.map_or(ptr::null_mut(), value::into_raw);
-        let result = self.write_range(first, last, p, access, insert);
+        let result = self.write_range(scratch, first, last, p, access, insert);
         if result.is_err() && !p.is_null() {
             // SAFETY: `p` was made above and never linked into the tree.
             unsafe { value::release::<T>(p) };
@@ -248,13 +260,18 @@ impl<T: Send + Sync> MapleTree<T> {
     }
 
     /// Erases the whole entry containing `index`.
-    fn erase_entry(&self, index: u64, access: Access<'_>) -> Option<(u64, u64)> {
+    fn erase_entry(
+        &self,
+        scratch: &mut Scratch,
+        index: u64,
+        access: Access<'_>,
+    ) -> Option<(u64, u64)> {
         let (first, last, p) = self.range_at(index);
         if p.is_null() {
             return None;
         }
         // Cannot fail: an erase of a valid range is never refused.
-        self.write_range(first, last, ptr::null_mut(), access, false)
+        self.write_range(scratch, first, last, ptr::null_mut(), access, false)
             .ok()?;
         Some((first, last))
     }
@@ -263,6 +280,7 @@ impl<T: Send + Sync> MapleTree<T> {
     /// `first <= last` and, for `Access::Exclusive`, holds `&mut self`.
     fn write_range(
         &self,
+        scratch: &mut Scratch,
         first: u64,
         last: u64,
         p: *mut u8,
@@ -299,14 +317,20 @@ impl<T: Send + Sync> MapleTree<T> {
             self.entries.store(1, Ordering::Relaxed);
             return Ok(());
         };
-        let mut pl = Path::walk(root, first);
+        let Scratch {
+            pl,
+            pr,
+            bufs,
+            retired,
+        } = scratch;
+        pl.rewalk(root, first);
         if insert {
             let l = pl.leaf();
             if !l.node.slot(l.slot).is_null() || l.slot_end() < last {
                 return Err(Error::Exists);
             }
         }
-        let mut pr = pl.clone();
+        pr.copy_from(pl);
         if last <= pl.leaf().max {
             // Both ends in one leaf (the common case): share the walk.
             let leaf = pr.leaf_mut();
@@ -335,7 +359,7 @@ impl<T: Send + Sync> MapleTree<T> {
                     let mut prev = pl.clone();
                     if prev.prev_leaf() && prev.leaf().node.slot(prev.leaf().slot).is_null() {
                         lo = prev.leaf().slot_start();
-                        pl = prev;
+                        *pl = prev;
                     }
                 }
             }
@@ -352,7 +376,7 @@ impl<T: Send + Sync> MapleTree<T> {
                     let mut next = pr.clone();
                     if next.next_leaf() && next.leaf().node.slot(next.leaf().slot).is_null() {
                         hi = next.leaf().slot_end();
-                        pr = next;
+                        *pr = next;
                     }
                 }
             }
@@ -360,7 +384,7 @@ impl<T: Send + Sync> MapleTree<T> {
         let mut w = Rebuild {
             pl,
             pr,
-            retired: Retired::new(),
+            retired,
             created: 0,
             access,
         };
@@ -370,9 +394,9 @@ impl<T: Send + Sync> MapleTree<T> {
             *o = (w.pl.levels[d].node, w.pr.levels[d].node);
         }
         w.unlink_between();
-        let mut buf = Buf::new();
-        let (added, removed) = w.leaf_content::<T>(&mut buf, lo, hi, p);
-        let top = w.climb(self, buf);
+        bufs[0].len = 0;
+        let (added, removed) = w.leaf_content::<T>(&mut bufs[0], lo, hi, p);
+        let top = w.climb(self, bufs);
         // Nodes of the original paths below the level that was published
         // were all replaced.
         for &(l, r) in &orig[top + 1..depth] {
@@ -387,15 +411,15 @@ impl<T: Send + Sync> MapleTree<T> {
 }
 
 /// One write's rebuild: the paths to both ends and what it unlinks.
-struct Rebuild<'a> {
-    pl: Path,
-    pr: Path,
-    retired: Retired,
+struct Rebuild<'a, 's> {
+    pl: &'s mut Path,
+    pr: &'s mut Path,
+    retired: &'s mut Retired,
     created: usize,
     access: Access<'a>,
 }
 
-impl Rebuild<'_> {
+impl Rebuild<'_, '_> {
     /// Unlinks the subtrees strictly between the two paths: every range in
     /// them lies inside the write.
     fn unlink_between(&mut self) {
@@ -495,10 +519,9 @@ impl Rebuild<'_> {
     /// Rebuilds level by level from the leaves up and publishes the result.
     /// `buf` holds the new content of the run `pl.leaf() ..= pr.leaf()`.
     /// Returns the depth at which the new subtree was published.
-    fn climb<T>(&mut self, tree: &MapleTree<T>, buf: Buf) -> usize {
+    fn climb<T>(&mut self, tree: &MapleTree<T>, bufs: &mut [Buf; 2]) -> usize {
         // Two buffers, alternating: each level's content is built into the
         // other one, so no buffer is copied as a whole.
-        let mut bufs = [buf, Buf::new()];
         let mut cur = 0;
         let depth = self.pl.depth;
         let mut d = depth - 1;
@@ -641,42 +664,45 @@ impl Rebuild<'_> {
 
     fn rewrite_in_place(&mut self, node: NodePtr, items: &[Item]) {
         // The node stays: take it back off the retire list.
-        for n in &mut self.retired.run[..self.retired.run_len] {
-            if *n == Some(node) {
-                *n = None;
-            }
-        }
+        self.retired.run.retain(|&n| n != node);
         // SAFETY: `Access::Exclusive` is only used from `&mut self`
         // methods, so no reader can see the node while it changes.
         unsafe { node.rewrite_leaf(items) };
     }
 
-    /// Frees (exclusive) or retires (shared) what the write unlinked.
+    /// Frees (exclusive) or retires (shared) what the write unlinked, and
+    /// leaves the retire lists empty for the next write.
     fn finish<T>(&mut self, tree: &MapleTree<T>) {
         let unlinked = self.retired.dedup_run();
         let live = tree.nodes.load(Ordering::Relaxed) + self.created - unlinked;
         tree.nodes.store(live, Ordering::Relaxed);
         match self.access {
-            // SAFETY: `&mut` access: no reader exists.
-            Access::Exclusive => unsafe { self.retired.free::<T>() },
+            Access::Exclusive => {
+                // SAFETY: `&mut` access: no reader exists.
+                unsafe { self.retired.free::<T>() };
+                self.retired.run.clear();
+                self.retired.subtrees.clear();
+                self.retired.values.clear();
+            }
             Access::Shared(guard) => {
                 // Mark after publishing, before the grace period starts: a
                 // reader that reaches a replaced node from now on restarts.
-                let retired = &self.retired;
-                for n in retired.run[..retired.run_len]
-                    .iter()
-                    .flatten()
-                    .chain(&retired.subtrees)
-                {
+                for n in self.retired.run.iter().chain(&self.retired.subtrees) {
                     n.mark_dead();
                 }
-                let retired = Box::new(std::mem::replace(&mut self.retired, Retired::new()));
+                let retired = Retired {
+                    run: std::mem::take(&mut self.retired.run),
+                    subtrees: std::mem::take(&mut self.retired.subtrees),
+                    values: std::mem::take(&mut self.retired.values),
+                    entries: 0,
+                };
                 // SAFETY: `free` only touches nodes and values this write
                 // unlinked, after a grace period; values are `T: Send + Sync
                 // + 'static` (required by `MapleTree::write`).
                 unsafe { defer(guard, move || retired.free::<T>()) };
             }
         }
+        self.retired.entries = 0;
     }
 }
 
@@ -694,7 +720,7 @@ impl<T: Send + Sync> MapleTree<T> {
     /// assert_eq!(all, [(0, 39, &'a'), (40, 59, &'b'), (60, 99, &'a')]);
     /// ```
     pub fn store_range(&mut self, first: u64, last: u64, value: T) -> Result<(), Error> {
-        self.apply(first, last, Some(value), Access::Exclusive, false)
+        self.exclusive(|t, s| t.apply(s, first, last, Some(value), Access::Exclusive, false))
     }
 
     /// Stores `value` over `[first, last]` only if every index there is
@@ -706,7 +732,7 @@ impl<T: Send + Sync> MapleTree<T> {
     /// assert_eq!(tree.insert_range(19, 30, 2), Err(maple::Error::Exists));
     /// ```
     pub fn insert_range(&mut self, first: u64, last: u64, value: T) -> Result<(), Error> {
-        self.apply(first, last, Some(value), Access::Exclusive, true)
+        self.exclusive(|t, s| t.apply(s, first, last, Some(value), Access::Exclusive, true))
     }
 
     /// Removes the whole entry containing `index` and returns its range.
@@ -718,7 +744,7 @@ impl<T: Send + Sync> MapleTree<T> {
     /// assert_eq!(tree.erase(15), None);
     /// ```
     pub fn erase(&mut self, index: u64) -> Option<(u64, u64)> {
-        self.erase_entry(index, Access::Exclusive)
+        self.exclusive(|t, s| t.erase_entry(s, index, Access::Exclusive))
     }
 
     /// Makes `[first, last]` absent, trimming or splitting entries that
@@ -732,7 +758,7 @@ impl<T: Send + Sync> MapleTree<T> {
     /// assert_eq!(tree.iter(&g).collect::<Vec<_>>(), [(0, 9, &'a'), (90, 99, &'a')]);
     /// ```
     pub fn erase_range(&mut self, first: u64, last: u64) -> Result<(), Error> {
-        self.apply(first, last, None, Access::Exclusive, false)
+        self.exclusive(|t, s| t.apply(s, first, last, None, Access::Exclusive, false))
     }
 
     /// Builds a tree from entries sorted by index, packing nodes full:
@@ -878,7 +904,7 @@ impl<T: Send + Sync + 'static> MapleTree<T> {
     pub fn write(&self) -> WriteGuard<'_, T> {
         WriteGuard {
             tree: self,
-            _lock: self.lock.lock().unwrap_or_else(|e| e.into_inner()),
+            lock: self.lock.lock().unwrap_or_else(|e| e.into_inner()),
         }
     }
 }
@@ -887,40 +913,34 @@ impl<T: Send + Sync + 'static> MapleTree<T> {
 /// [`MapleTree::write`]. Dropping it releases the writer lock.
 pub struct WriteGuard<'t, T> {
     tree: &'t MapleTree<T>,
-    _lock: MutexGuard<'t, ()>,
+    lock: MutexGuard<'t, Option<Box<Scratch>>>,
 }
 
 impl<T: Send + Sync + 'static> WriteGuard<'_, T> {
+    /// Runs a shared write with the scratch space the lock protects.
+    fn shared<R>(&mut self, write: impl FnOnce(&MapleTree<T>, &mut Scratch, Access<'_>) -> R) -> R {
+        let scratch = self.lock.get_or_insert_with(Scratch::new);
+        let guard = crate::pin();
+        write(self.tree, scratch, Access::Shared(&guard))
+    }
+
     /// As [`MapleTree::store_range`], visible to concurrent readers.
     pub fn store_range(&mut self, first: u64, last: u64, value: T) -> Result<(), Error> {
-        self.tree.apply(
-            first,
-            last,
-            Some(value),
-            Access::Shared(&crate::pin()),
-            false,
-        )
+        self.shared(|t, s, a| t.apply(s, first, last, Some(value), a, false))
     }
 
     /// As [`MapleTree::insert_range`], visible to concurrent readers.
     pub fn insert_range(&mut self, first: u64, last: u64, value: T) -> Result<(), Error> {
-        self.tree.apply(
-            first,
-            last,
-            Some(value),
-            Access::Shared(&crate::pin()),
-            true,
-        )
+        self.shared(|t, s, a| t.apply(s, first, last, Some(value), a, true))
     }
 
     /// As [`MapleTree::erase`], visible to concurrent readers.
     pub fn erase(&mut self, index: u64) -> Option<(u64, u64)> {
-        self.tree.erase_entry(index, Access::Shared(&crate::pin()))
+        self.shared(|t, s, a| t.erase_entry(s, index, a))
     }
 
     /// As [`MapleTree::erase_range`], visible to concurrent readers.
     pub fn erase_range(&mut self, first: u64, last: u64) -> Result<(), Error> {
-        self.tree
-            .apply(first, last, None, Access::Shared(&crate::pin()), false)
+        self.shared(|t, s, a| t.apply(s, first, last, None, a, false))
     }
 }
