@@ -22,12 +22,31 @@ use std::ptr::NonNull;
 /// Size and alignment of every block.
 pub(crate) const BLOCK: usize = 256;
 
+/// Bytes the slab has taken from the system allocator so far (blocks in
+/// use and free). Under Miri and shuttle, where blocks are individual
+/// allocations, it counts live blocks instead.
+static RESERVED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Bytes of node memory the process holds from the system allocator: nodes
+/// in use by any tree plus freed nodes kept for reuse. The slab never
+/// returns memory, so this is the high-water mark of node memory.
+///
+/// ```
+/// let mut tree = maple::MapleTree::new();
+/// tree.store_range(1, 2, ()).unwrap();
+/// assert!(maple::node_memory_reserved() >= tree.mem_stats().bytes);
+/// ```
+pub fn node_memory_reserved() -> usize {
+    RESERVED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 #[cfg(any(miri, vmscale_shuttle))]
 mod imp {
     use super::*;
 
     pub(crate) fn alloc() -> NonNull<u8> {
         let layout = Layout::from_size_align(BLOCK, BLOCK).expect("valid layout");
+        super::RESERVED.fetch_add(BLOCK, std::sync::atomic::Ordering::Relaxed);
         // SAFETY: the layout has non-zero size.
         let p = unsafe { std::alloc::alloc(layout) };
         NonNull::new(p).unwrap_or_else(|| std::alloc::handle_alloc_error(layout))
@@ -37,6 +56,7 @@ mod imp {
     /// `p` came from [`alloc`] and is not used again.
     pub(crate) unsafe fn free(p: NonNull<u8>) {
         let layout = Layout::from_size_align(BLOCK, BLOCK).expect("valid layout");
+        super::RESERVED.fetch_sub(BLOCK, std::sync::atomic::Ordering::Relaxed);
         // SAFETY: allocated by `alloc` with this layout.
         unsafe { std::alloc::dealloc(p.as_ptr(), layout) }
     }

@@ -537,23 +537,38 @@ impl Rebuild<'_, '_> {
             if d > 0 && bufs[cur].len < least && right.max != u64::MAX {
                 // Underfull: absorb the neighbour on this level (it exists:
                 // only the rightmost node lacks a right neighbour).
-                if self.pl.step_level(d, false) {
-                    left = self.pl.levels[d];
-                    let (a, b) = bufs.split_at_mut(1);
-                    let (from, into) = if cur == 0 {
-                        (&a[0], &mut b[0])
+                let forward = !self.pl.step_level(d, false);
+                if forward {
+                    let stepped = self.pr.step_level(d, true);
+                    debug_assert!(stepped, "a non-rightmost node has a right neighbour");
+                }
+                cur = self.absorb(bufs, cur, d, forward, &mut left, &mut right);
+            } else if d > 0 && left.node == right.node && bufs[cur].len > cap {
+                // Overflow: before splitting, share with the emptier sibling
+                // if the pair then fits in two nodes (as the kernel pushes
+                // data left or right). The same two nodes are written as in
+                // a split, but fuller, so random inserts leave a denser tree.
+                let parent = self.pl.levels[d - 1];
+                let fill = |slot: usize| parent.node.child(slot).len();
+                let left_fill = (parent.slot > 0).then(|| fill(parent.slot - 1));
+                let right_fill =
+                    (parent.slot + 1 < parent.node.len()).then(|| fill(parent.slot + 1));
+                let pick = match (left_fill, right_fill) {
+                    (Some(l), Some(r)) if l <= r => Some((false, l)),
+                    (_, Some(r)) => Some((true, r)),
+                    (Some(l), None) => Some((false, l)),
+                    (None, None) => None,
+                };
+                if let Some((forward, fill)) =
+                    pick.filter(|&(_, fill)| bufs[cur].len + fill < 2 * cap)
+                {
+                    let stepped = if forward {
+                        self.pr.step_level(d, true)
                     } else {
-                        (&b[0], &mut a[0])
+                        self.pl.step_level(d, false)
                     };
-                    into.len = 0;
-                    into.extend_from(&left, 0..left.node.len());
-                    for it in from.as_slice() {
-                        into.push(*it);
-                    }
-                    cur = 1 - cur;
-                } else if self.pr.step_level(d, true) {
-                    right = self.pr.levels[d];
-                    bufs[cur].extend_from(&right, 0..right.node.len());
+                    debug_assert!(stepped && fill > 0);
+                    cur = self.absorb(bufs, cur, d, forward, &mut left, &mut right);
                 }
             }
             self.retired.node(left.node);
@@ -603,6 +618,38 @@ impl Rebuild<'_, '_> {
             right = pright;
             d -= 1;
         }
+    }
+
+    /// Adds the neighbour that the caller just stepped `pl` (`forward`:
+    /// `pr`) to on level `d` to the run's content, on that side. Returns
+    /// the buffer now holding the content.
+    fn absorb(
+        &mut self,
+        bufs: &mut [Buf; 2],
+        cur: usize,
+        d: usize,
+        forward: bool,
+        left: &mut Level,
+        right: &mut Level,
+    ) -> usize {
+        if forward {
+            *right = self.pr.levels[d];
+            bufs[cur].extend_from(right, 0..right.node.len());
+            return cur;
+        }
+        *left = self.pl.levels[d];
+        let (a, b) = bufs.split_at_mut(1);
+        let (from, into) = if cur == 0 {
+            (&a[0], &mut b[0])
+        } else {
+            (&b[0], &mut a[0])
+        };
+        into.len = 0;
+        into.extend_from(left, 0..left.node.len());
+        for it in from.as_slice() {
+            into.push(*it);
+        }
+        1 - cur
     }
 
     /// Replaces the single node `old` (at depth `d`) by one built from
