@@ -1,10 +1,20 @@
 //! Sequential access: a cursor and a double-ended range iterator.
 //!
-//! Both keep the path to the current leaf, so a scan walks from the root
-//! about once per leaf rather than once per entry. If the writer replaces
+//! Both keep the path to the current leaf, so a scan steps from leaf to leaf
+//! instead of walking from the root for each entry. If the writer replaces
 //! the cached leaf, the next step notices the dead mark and walks afresh
-//! from the index it had reached; entries are never returned twice or out
-//! of order, because each step searches strictly past the last one.
+//! from the index it had reached.
+//!
+//! # Under concurrent shared writes
+//!
+//! A walk is not a snapshot; it behaves like the kernel's RCU walks of the
+//! maple tree. Each entry returned was present when it was read, and each
+//! step searches strictly past the previous one: going forward, every entry
+//! ends after the previous one ended (going back, starts before it started),
+//! so no entry is returned twice and the walk always finishes. But an entry
+//! written after the previous step may start inside the range already
+//! passed, so two consecutive entries can overlap. Without concurrent
+//! writers, entries are disjoint and in order.
 
 use crate::node::value;
 use crate::path::Path;

@@ -111,6 +111,7 @@ mod imp {
             let chunk = unsafe { std::alloc::alloc(layout) };
             let chunk =
                 NonNull::new(chunk).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+            super::RESERVED.fetch_add(layout.size(), std::sync::atomic::Ordering::Relaxed);
             // SAFETY: every offset is inside the chunk just allocated.
             local.extend((0..CHUNK_BLOCKS).map(|i| Free(unsafe { chunk.add(i * BLOCK) })));
         } else {

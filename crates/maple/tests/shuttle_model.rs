@@ -97,7 +97,10 @@ fn model() {
                     let mut prev_last: Option<u64> = None;
                     for (first, last, _) in tree.iter(&guard) {
                         assert!(first <= last);
-                        assert!(prev_last.is_none_or(|p| last > p), "iteration went backwards");
+                        assert!(
+                            prev_last.is_none_or(|p| last > p),
+                            "iteration went backwards"
+                        );
                         prev_last = Some(last);
                     }
                 }
