@@ -121,7 +121,16 @@ fn ratio_cell(
         .find_map(|(num, den)| {
             let a = cells.get(&(op, n, *num))?;
             let b = cells.get(&(op, n, *den))?;
-            (b.value > 0.0).then(|| format!("{:.2}x", a.value / b.value))
+            (b.value > 0.0).then(|| {
+                let r = a.value / b.value;
+                // Far below 1, two decimals would round to 0.00x: show the
+                // inverse instead ("1/675x" = 675 times less).
+                if r < 0.05 {
+                    format!("1/{:.0}x", 1.0 / r)
+                } else {
+                    format!("{r:.2}x")
+                }
+            })
         })
         .unwrap_or_else(|| "-".to_string())
 }

@@ -82,6 +82,13 @@ pub enum Op {
     GapRev,
     /// Lowest free page above a random mapped address.
     GapFwd,
+    /// Highest free 2-page area below a random mapped address: the only
+    /// one lies below the first entry, so a scan must cross every entry
+    /// below the address while the gap-tracking tree skips them.
+    GapRevFar,
+    /// Lowest free 2-page area above a random mapped address: past the
+    /// last entry.
+    GapFwdFar,
     /// Checked loads on one thread while another erases and re-stores.
     LoadWithWriter,
     /// The same checked loads with no writer running.
@@ -98,7 +105,7 @@ pub enum Op {
 
 impl Op {
     /// All operations, in table row order.
-    pub const ALL: [Op; 14] = [
+    pub const ALL: [Op; 16] = [
         Op::Load,
         Op::LoadPin,
         Op::InsertAsc,
@@ -107,6 +114,8 @@ impl Op {
         Op::Iter,
         Op::GapRev,
         Op::GapFwd,
+        Op::GapRevFar,
+        Op::GapFwdFar,
         Op::LoadWithWriter,
         Op::LoadNoWriter,
         Op::BytesAsc,
@@ -126,6 +135,8 @@ impl Op {
             Op::Iter => "iter",
             Op::GapRev => "gap_rev",
             Op::GapFwd => "gap_fwd",
+            Op::GapRevFar => "gap_rev_far",
+            Op::GapFwdFar => "gap_fwd_far",
             Op::LoadWithWriter => "load_with_writer",
             Op::LoadNoWriter => "load_no_writer",
             Op::BytesAsc => "bytes_asc",
@@ -159,7 +170,9 @@ impl Op {
     pub fn applies_to(self, imp: Impl) -> bool {
         use Impl::*;
         match self {
-            Op::Load | Op::Iter | Op::GapRev | Op::GapFwd => matches!(imp, Maple | BTreeMap),
+            Op::Load | Op::Iter | Op::GapRev | Op::GapFwd | Op::GapRevFar | Op::GapFwdFar => {
+                matches!(imp, Maple | BTreeMap)
+            }
             Op::LoadPin => imp == Maple,
             Op::InsertAsc | Op::InsertRand | Op::EraseRand => {
                 matches!(imp, Maple | MapleShared | BTreeMap)
@@ -173,7 +186,15 @@ impl Op {
 }
 
 /// Operations measured on one ascending build of each structure.
-const READ_OPS: [Op; 5] = [Op::Load, Op::LoadPin, Op::Iter, Op::GapRev, Op::GapFwd];
+const READ_OPS: [Op; 7] = [
+    Op::Load,
+    Op::LoadPin,
+    Op::Iter,
+    Op::GapRev,
+    Op::GapFwd,
+    Op::GapRevFar,
+    Op::GapFwdFar,
+];
 /// Operations that build or empty structures.
 const WRITE_OPS: [Op; 3] = [Op::InsertAsc, Op::InsertRand, Op::EraseRand];
 
@@ -433,7 +454,7 @@ impl SizeBench<'_> {
                 addrs,
                 budget,
                 workload::expected_gap_rev_sum,
-                |a| tree.gap_rev_sum(a),
+                |a| tree.gap_rev_sum(a, workload::PAGE),
             ),
             Op::GapFwd => capped_lookups(
                 label,
@@ -441,8 +462,27 @@ impl SizeBench<'_> {
                 addrs,
                 budget,
                 workload::expected_gap_fwd_sum,
-                |a| tree.gap_fwd_sum(a),
+                |a| tree.gap_fwd_sum(a, workload::PAGE),
             ),
+            Op::GapRevFar => capped_lookups(
+                label,
+                repeat,
+                addrs,
+                budget,
+                workload::expected_gap_rev_far_sum,
+                |a| tree.gap_rev_sum(a, 2 * workload::PAGE),
+            ),
+            Op::GapFwdFar => {
+                let n = self.w.n;
+                capped_lookups(
+                    label,
+                    repeat,
+                    addrs,
+                    budget,
+                    |a| workload::expected_gap_fwd_far_sum(a, n),
+                    |a| tree.gap_fwd_sum(a, 2 * workload::PAGE),
+                )
+            }
             other => fail(format!("{label}: {} is not a read operation", other.name())),
         }
     }
@@ -602,7 +642,7 @@ fn lookups(
     label: Label,
     repeat: usize,
     addrs: &[u64],
-    expected: fn(&[u64]) -> u64,
+    expected: impl Fn(&[u64]) -> u64,
     run: impl Fn(&[u64]) -> u64,
 ) -> Result<f64, BenchError> {
     let want = expected(addrs);
@@ -627,7 +667,7 @@ fn capped_lookups(
     repeat: usize,
     addrs: &[u64],
     budget: Duration,
-    expected: fn(&[u64]) -> u64,
+    expected: impl Fn(&[u64]) -> u64,
     run: impl Fn(&[u64]) -> u64,
 ) -> Result<f64, BenchError> {
     let ops = capped_ops(addrs, budget, &run);

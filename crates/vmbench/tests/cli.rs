@@ -11,7 +11,7 @@ fn vmbench(args: &[&str]) -> Output {
         .expect("failed to start vmbench")
 }
 
-const ALL_OPS: [&str; 14] = [
+const ALL_OPS: [&str; 16] = [
     "load",
     "load_pin",
     "insert_asc",
@@ -20,6 +20,8 @@ const ALL_OPS: [&str; 14] = [
     "iter",
     "gap_rev",
     "gap_fwd",
+    "gap_rev_far",
+    "gap_fwd_far",
     "load_with_writer",
     "load_no_writer",
     "bytes_asc",

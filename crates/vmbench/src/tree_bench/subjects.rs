@@ -14,7 +14,7 @@ use std::sync::{PoisonError, RwLock};
 
 use maple::MapleTree;
 
-use super::workload::{first, index_of, last, PAGE};
+use super::workload::{first, index_of, last};
 use super::Impl;
 
 /// Loads between re-pins for readers that run next to a writer: long
@@ -47,12 +47,12 @@ pub trait Subject {
     }
     /// Visits every entry; returns the sum of `first + last + value`.
     fn iter_sum(&self) -> u64;
-    /// For each address, the start of the highest free page at or below
-    /// it; returns the sum of the starts.
-    fn gap_rev_sum(&self, addrs: &[u64]) -> u64;
-    /// For each address, the start of the lowest free page at or above it;
-    /// returns the sum of the starts.
-    fn gap_fwd_sum(&self, addrs: &[u64]) -> u64;
+    /// For each address, the start of the highest free area of `size`
+    /// bytes at or below it; returns the sum of the starts.
+    fn gap_rev_sum(&self, addrs: &[u64], size: u64) -> u64;
+    /// For each address, the start of the lowest free area of `size` bytes
+    /// at or above it; returns the sum of the starts.
+    fn gap_fwd_sum(&self, addrs: &[u64], size: u64) -> u64;
     /// Bytes of the structure's own nodes if it can report them.
     fn node_bytes(&self) -> Option<usize> {
         None
@@ -143,22 +143,22 @@ fn maple_iter_sum(tree: &MapleTree<u64>) -> u64 {
     })
 }
 
-fn maple_gap_rev_sum(tree: &MapleTree<u64>, addrs: &[u64]) -> u64 {
+fn maple_gap_rev_sum(tree: &MapleTree<u64>, addrs: &[u64], size: u64) -> u64 {
     let guard = maple::pin();
     // An error (no gap) contributes 0, which no correct answer here equals.
     addrs.iter().fold(0u64, |sum, &a| {
         sum.wrapping_add(black_box(
-            tree.empty_area_rev(0, black_box(a), PAGE, &guard)
+            tree.empty_area_rev(0, black_box(a), size, &guard)
                 .unwrap_or(0),
         ))
     })
 }
 
-fn maple_gap_fwd_sum(tree: &MapleTree<u64>, addrs: &[u64]) -> u64 {
+fn maple_gap_fwd_sum(tree: &MapleTree<u64>, addrs: &[u64], size: u64) -> u64 {
     let guard = maple::pin();
     addrs.iter().fold(0u64, |sum, &a| {
         sum.wrapping_add(black_box(
-            tree.empty_area(black_box(a), u64::MAX, PAGE, &guard)
+            tree.empty_area(black_box(a), u64::MAX, size, &guard)
                 .unwrap_or(0),
         ))
     })
@@ -180,11 +180,11 @@ macro_rules! maple_reads {
         fn iter_sum(&self) -> u64 {
             maple_iter_sum(&self.0)
         }
-        fn gap_rev_sum(&self, addrs: &[u64]) -> u64 {
-            maple_gap_rev_sum(&self.0, addrs)
+        fn gap_rev_sum(&self, addrs: &[u64], size: u64) -> u64 {
+            maple_gap_rev_sum(&self.0, addrs, size)
         }
-        fn gap_fwd_sum(&self, addrs: &[u64]) -> u64 {
-            maple_gap_fwd_sum(&self.0, addrs)
+        fn gap_fwd_sum(&self, addrs: &[u64], size: u64) -> u64 {
+            maple_gap_fwd_sum(&self.0, addrs, size)
         }
         fn node_bytes(&self) -> Option<usize> {
             Some(self.0.mem_stats().bytes)
@@ -335,17 +335,17 @@ impl Subject for BTree {
                 .wrapping_add(black_box(v))
         })
     }
-    fn gap_rev_sum(&self, addrs: &[u64]) -> u64 {
+    fn gap_rev_sum(&self, addrs: &[u64], size: u64) -> u64 {
         addrs.iter().fold(0u64, |sum, &a| {
             sum.wrapping_add(black_box(
-                btree_gap_rev(&self.0, black_box(a), PAGE).unwrap_or(0),
+                btree_gap_rev(&self.0, black_box(a), size).unwrap_or(0),
             ))
         })
     }
-    fn gap_fwd_sum(&self, addrs: &[u64]) -> u64 {
+    fn gap_fwd_sum(&self, addrs: &[u64], size: u64) -> u64 {
         addrs.iter().fold(0u64, |sum, &a| {
             sum.wrapping_add(black_box(
-                btree_gap_fwd(&self.0, black_box(a), PAGE).unwrap_or(0),
+                btree_gap_fwd(&self.0, black_box(a), size).unwrap_or(0),
             ))
         })
     }

@@ -101,6 +101,22 @@ pub fn expected_gap_fwd_sum(addrs: &[u64]) -> u64 {
         .fold(0, |sum, &a| sum.wrapping_add(last(index_of(a)) + 1))
 }
 
+/// Checksum of correct `gap_rev_far` answers: no 2-page hole exists
+/// between entries, so the highest one below any entry is the top of the
+/// unmapped space below `BASE`.
+pub fn expected_gap_rev_far_sum(addrs: &[u64]) -> u64 {
+    addrs
+        .iter()
+        .fold(0, |sum, _| sum.wrapping_add(BASE - 2 * PAGE))
+}
+
+/// Checksum of correct `gap_fwd_far` answers for `n` entries: the lowest
+/// 2-page hole above any entry starts right after the last entry.
+pub fn expected_gap_fwd_far_sum(addrs: &[u64], n: usize) -> u64 {
+    let after_last = last(n as u64 - 1) + 1;
+    addrs.iter().fold(0, |sum, _| sum.wrapping_add(after_last))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
