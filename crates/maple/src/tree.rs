@@ -459,8 +459,7 @@ impl<T: Send + Sync> MapleTree<T> {
         if root.parent_addr() != 0 {
             return Err("root has a parent".into());
         }
-        let (gap, _) = v.node(root, 0, u64::MAX, 1, true)?;
-        let _ = gap;
+        v.node(root, 0, u64::MAX, 1, true)?;
         if root.is_leaf() && root.len() == 1 && root.slot(0).is_null() {
             return Err("root is a leaf holding only absence; should be empty".into());
         }
@@ -560,8 +559,8 @@ struct Validator {
 }
 
 impl Validator {
-    /// Checks `node` covering `[min, max]`; returns its largest gap and
-    /// whether it is the rightmost node of its level.
+    /// Checks `node` covering `[min, max]` and everything below it;
+    /// returns its largest gap.
     fn node(
         &mut self,
         node: NodePtr,
@@ -569,7 +568,7 @@ impl Validator {
         max: u64,
         depth: usize,
         is_root: bool,
-    ) -> Result<(u64, ()), String> {
+    ) -> Result<u64, String> {
         self.nodes += 1;
         let at =
             |msg: String| format!("node at depth {depth} covering [{min:#x}, {max:#x}]: {msg}");
@@ -628,7 +627,7 @@ impl Validator {
                 self.prev_absent = Some(absent);
                 self.entries += usize::from(!absent);
             }
-            return Ok((node.leaf_gap(min, max), ()));
+            return Ok(node.leaf_gap(min, max));
         }
         let mut best = 0;
         let mut cmin = min;
@@ -641,7 +640,7 @@ impl Validator {
             if child.parent_addr() != node.addr() {
                 return Err(at(format!("child {i} has a wrong parent link")));
             }
-            let (gap, ()) = self.node(child, cmin, cmax, depth + 1, false)?;
+            let gap = self.node(child, cmin, cmax, depth + 1, false)?;
             if node.gap(i) != gap {
                 return Err(at(format!(
                     "gap {i} records {} but the child's largest gap is {gap}",
@@ -656,7 +655,7 @@ impl Validator {
                 return Err(at(format!("unused gap {i} is not 0")));
             }
         }
-        Ok((best, ()))
+        Ok(best)
     }
 }
 

@@ -686,15 +686,12 @@ impl Rebuild<'_, '_> {
             return;
         }
         let parent = self.pl.levels[d - 1];
-        let node = if leaf && matches!(self.access, Access::Exclusive) {
+        if leaf && matches!(self.access, Access::Exclusive) {
             self.rewrite_in_place(old.node, items);
-            old.node
         } else {
             let node = self.new_node(leaf, items, Some(parent.node));
             parent.node.publish_child(parent.slot, node);
-            node
-        };
-        let _ = node;
+        }
         // Fix the recorded gaps upwards while they change.
         let mut gap = items_gap(leaf, items, old.min);
         for e in (0..d).rev() {
