@@ -98,6 +98,16 @@ const _: () = {
     assert!(std::mem::offset_of!(Leaf, slots) == 128);
 };
 
+/// Bytes of the slab block that holds one node: the node size, except
+/// under shuttle, whose atomics are larger.
+#[cfg(not(vmscale_shuttle))]
+pub(crate) const BLOCK_BYTES: usize = NODE_SIZE;
+#[cfg(vmscale_shuttle)]
+pub(crate) const BLOCK_BYTES: usize = {
+    let (a, b) = (std::mem::size_of::<Leaf>(), std::mem::size_of::<Internal>());
+    (if a > b { a } else { b }).div_ceil(NODE_SIZE) * NODE_SIZE
+};
+
 /// One slot's worth of content while the writer assembles a new node:
 /// the last index the slot covers, its pointer, and (internal) its gap.
 #[derive(Clone, Copy, Debug)]
@@ -374,7 +384,7 @@ impl NodePtr {
 /// Moves a freshly built node into a slab block.
 fn place<N>(node: N) -> NonNull<u8> {
     const {
-        assert!(std::mem::size_of::<N>() <= slab::BLOCK && std::mem::align_of::<N>() <= slab::BLOCK)
+        assert!(std::mem::size_of::<N>() <= slab::BLOCK && std::mem::align_of::<N>() <= slab::ALIGN)
     };
     let block = slab::alloc();
     // SAFETY: the block is BLOCK bytes, BLOCK-aligned, unused, and `N`

@@ -19,8 +19,10 @@
 use std::alloc::Layout;
 use std::ptr::NonNull;
 
-/// Size and alignment of every block.
-pub(crate) const BLOCK: usize = 256;
+/// Size of every block: one node.
+pub(crate) const BLOCK: usize = crate::node::BLOCK_BYTES;
+/// Alignment of every block.
+pub(crate) const ALIGN: usize = crate::node::NODE_SIZE;
 
 /// Bytes the slab has taken from the system allocator so far (blocks in
 /// use and free). Under Miri and shuttle, where blocks are individual
@@ -45,7 +47,7 @@ mod imp {
     use super::*;
 
     pub(crate) fn alloc() -> NonNull<u8> {
-        let layout = Layout::from_size_align(BLOCK, BLOCK).expect("valid layout");
+        let layout = Layout::from_size_align(BLOCK, ALIGN).expect("valid layout");
         super::RESERVED.fetch_add(BLOCK, std::sync::atomic::Ordering::Relaxed);
         // SAFETY: the layout has non-zero size.
         let p = unsafe { std::alloc::alloc(layout) };
@@ -55,7 +57,7 @@ mod imp {
     /// # Safety
     /// `p` came from [`alloc`] and is not used again.
     pub(crate) unsafe fn free(p: NonNull<u8>) {
-        let layout = Layout::from_size_align(BLOCK, BLOCK).expect("valid layout");
+        let layout = Layout::from_size_align(BLOCK, ALIGN).expect("valid layout");
         super::RESERVED.fetch_sub(BLOCK, std::sync::atomic::Ordering::Relaxed);
         // SAFETY: allocated by `alloc` with this layout.
         unsafe { std::alloc::dealloc(p.as_ptr(), layout) }
@@ -105,7 +107,7 @@ mod imp {
         if g.is_empty() {
             drop(g);
             let layout =
-                Layout::from_size_align(BLOCK * CHUNK_BLOCKS, BLOCK).expect("valid layout");
+                Layout::from_size_align(BLOCK * CHUNK_BLOCKS, ALIGN).expect("valid layout");
             // SAFETY: non-zero size. The chunk is never freed: its blocks
             // are recycled for the life of the process.
             let chunk = unsafe { std::alloc::alloc(layout) };
