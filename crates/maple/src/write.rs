@@ -212,22 +212,6 @@ fn check_range(first: u64, last: u64) -> Result<(), Error> {
 }
 
 impl<T: Send + Sync> MapleTree<T> {
-    /// The range (present or absent) containing `index`, seen by the writer.
-    fn range_at(&self, index: u64) -> (u64, u64, *mut u8) {
-        match self.root_node() {
-            None => (0, u64::MAX, ptr::null_mut()),
-            Some(root) => {
-                let path = Path::walk(root, index);
-                let leaf = path.leaf();
-                (
-                    leaf.slot_start(),
-                    leaf.slot_end(),
-                    leaf.node.slot(leaf.slot),
-                )
-            }
-        }
-    }
-
     /// Runs an exclusive write with the tree's scratch space (no locking:
     /// `&mut self` already excludes every other access).
     fn exclusive<R>(&mut self, write: impl FnOnce(&Self, &mut Scratch) -> R) -> R {
@@ -266,8 +250,13 @@ impl<T: Send + Sync> MapleTree<T> {
         index: u64,
         access: Access<'_>,
     ) -> Option<(u64, u64)> {
-        let (first, last, p) = self.range_at(index);
-        if p.is_null() {
+        // Find the entry with the scratch path, which the write then
+        // walks again (cache-hot) to the entry's first index.
+        let root = self.root_node()?;
+        scratch.pl.rewalk(root, index);
+        let leaf = scratch.pl.leaf();
+        let (first, last) = (leaf.slot_start(), leaf.slot_end());
+        if leaf.node.slot(leaf.slot).is_null() {
             return None;
         }
         // Cannot fail: an erase of a valid range is never refused.
