@@ -1,8 +1,42 @@
 //! # mm — the Linux address-space model
 //!
-//! This crate will hold the VM model built on [`maple`]: `Mm` and `Vma` with
-//! Linux `mmap`/`munmap`/`mprotect`/`mremap`/`brk`/`fork`/`exec` semantics and
-//! errno values, the per-VMA-lock fault path, files with their i_mmap
-//! reverse maps, and anon_vma. That work is tracked as issues 3 and 4 of
-//! the project; the crate has no API yet, so that the workspace already has
-//! the three layers of the design (tree library, VM model, lab).
+//! An address space ([`Mm`]) is a set of non-overlapping virtual memory
+//! areas ([`Vma`]) kept in a pluggable [`index`]: the maple tree (the
+//! default) or the augmented red-black tree, list and VMA cache it
+//! replaced. `mmap`, `munmap`, `mprotect`, `mremap`, `brk`, `fork`, `exec`
+//! and page faults follow the running Linux kernel: the same addresses,
+//! the same merges and splits, the same errno values, checked against the
+//! kernel by the differential test in `tests/differential.rs`.
+//!
+//! ```
+//! use mm::{MapFlags, Mm, MmConfig, Prot};
+//!
+//! let mm = Mm::new(MmConfig::default());
+//! let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+//! let a = mm.mmap(0, 3 << 12, Prot::READ | Prot::WRITE, anon, None, 0).unwrap();
+//! // Changing the middle page splits the mapping in three.
+//! mm.mprotect(a + 4096, 4096, Prot::READ).unwrap();
+//! assert_eq!(mm.map_count(), 3);
+//! // Changing it back merges them again.
+//! mm.mprotect(a + 4096, 4096, Prot::READ | Prot::WRITE).unwrap();
+//! assert_eq!(mm.map_count(), 1);
+//! ```
+
+pub mod anon;
+mod errno;
+pub mod file;
+mod flags;
+pub mod index;
+pub mod layout;
+pub mod lockstat;
+mod mm;
+pub mod procmaps;
+mod vma;
+
+pub use errno::Errno;
+pub use file::File;
+pub use flags::{MapFlags, MremapFlags, Prot, VmFlags, PAGE_SHIFT, PAGE_SIZE, PMD_SIZE};
+pub use index::IndexKind;
+pub use layout::Layout;
+pub use mm::{Access, FaultError, FaultPath, Image, Mm, MmConfig, Segment};
+pub use vma::Vma;

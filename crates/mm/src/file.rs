@@ -1,0 +1,92 @@
+//! Files: named objects with a size that VMAs may map.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// How a file was opened and where it lives, which decides what `mmap`
+/// and `mprotect` allow (`EACCES` for a shared writable mapping of a file
+/// opened read-only, `EPERM` for `PROT_EXEC` on a `noexec` mount).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileMode {
+    /// Opened for reading (`FMODE_READ`).
+    pub read: bool,
+    /// Opened for writing (`FMODE_WRITE`).
+    pub write: bool,
+    /// On a filesystem mounted `noexec`.
+    pub noexec: bool,
+}
+
+impl Default for FileMode {
+    /// Opened read-write on an ordinary mount.
+    fn default() -> Self {
+        FileMode {
+            read: true,
+            write: true,
+            noexec: false,
+        }
+    }
+}
+
+/// A file that can be mapped: a name, a size and an open mode. File
+/// contents are not modelled; the size decides which pages a fault may
+/// touch (`SIGBUS` past the end).
+///
+/// Two VMAs can merge only if they map the same `File` (the same `Arc`).
+///
+/// ```
+/// use mm::File;
+/// let libc = File::new("/usr/lib/x86_64-linux-gnu/libc.so.6", 2 << 20);
+/// assert_eq!(libc.name(), "/usr/lib/x86_64-linux-gnu/libc.so.6");
+/// assert_eq!(libc.size(), 2 << 20);
+/// ```
+#[derive(Debug)]
+pub struct File {
+    name: String,
+    size: AtomicU64,
+    mode: FileMode,
+    id: u64,
+}
+
+static NEXT_FILE_ID: AtomicU64 = AtomicU64::new(1);
+
+impl File {
+    /// A file opened read-write.
+    pub fn new(name: impl Into<String>, size: u64) -> Arc<File> {
+        File::with_mode(name, size, FileMode::default())
+    }
+
+    /// A file opened with `mode`.
+    pub fn with_mode(name: impl Into<String>, size: u64, mode: FileMode) -> Arc<File> {
+        Arc::new(File {
+            name: name.into(),
+            size: AtomicU64::new(size),
+            mode,
+            id: NEXT_FILE_ID.fetch_add(1, Ordering::Relaxed),
+        })
+    }
+
+    /// The path (or, for shared anonymous memory, `/dev/zero (deleted)`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Size in bytes.
+    pub fn size(&self) -> u64 {
+        self.size.load(Ordering::Relaxed)
+    }
+
+    /// Change the size (as `ftruncate` would); mappings stay as they are.
+    pub fn set_size(&self, size: u64) {
+        self.size.store(size, Ordering::Relaxed)
+    }
+
+    /// How the file was opened.
+    pub fn mode(&self) -> FileMode {
+        self.mode
+    }
+
+    /// A number unique to this file within the process (its "inode").
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+}

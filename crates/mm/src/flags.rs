@@ -1,0 +1,266 @@
+//! The flag words of the system calls (with Linux's x86-64 values, so a
+//! traced call maps onto the model bit for bit) and of a VMA.
+
+use bitflags::bitflags;
+
+/// Bytes per page. The model, like x86-64 Linux, uses 4 KiB pages.
+pub const PAGE_SIZE: u64 = 4096;
+/// `log2(PAGE_SIZE)`.
+pub const PAGE_SHIFT: u32 = 12;
+/// Bytes a PMD entry maps (2 MiB): the alignment Linux gives large
+/// anonymous mappings so they can use transparent huge pages.
+pub const PMD_SIZE: u64 = 2 << 20;
+
+/// Round `x` up to a page boundary; `None` on overflow.
+pub(crate) fn page_align(x: u64) -> Option<u64> {
+    x.checked_add(PAGE_SIZE - 1).map(|v| v & !(PAGE_SIZE - 1))
+}
+
+/// Whether `x` is page-aligned.
+pub(crate) fn is_page_aligned(x: u64) -> bool {
+    x & (PAGE_SIZE - 1) == 0
+}
+
+bitflags! {
+    /// `PROT_*` access bits of `mmap` and `mprotect`.
+    ///
+    /// ```
+    /// use mm::Prot;
+    /// let rw = Prot::READ | Prot::WRITE;
+    /// assert_eq!(rw.bits(), 3);
+    /// assert!(Prot::NONE.is_empty());
+    /// ```
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct Prot: u32 {
+        /// Pages may be read.
+        const READ = 0x1;
+        /// Pages may be written.
+        const WRITE = 0x2;
+        /// Pages may be executed.
+        const EXEC = 0x4;
+        /// `PROT_GROWSDOWN`: extend an `mprotect` down to the start of a
+        /// grows-down mapping.
+        const GROWSDOWN = 0x0100_0000;
+        /// `PROT_GROWSUP` (not on x86-64: always refused).
+        const GROWSUP = 0x0200_0000;
+    }
+}
+
+impl Prot {
+    /// No access.
+    pub const NONE: Prot = Prot::empty();
+}
+
+bitflags! {
+    /// `MAP_*` flags of `mmap`.
+    ///
+    /// ```
+    /// use mm::MapFlags;
+    /// let f = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+    /// assert_eq!(f.bits(), 0x22);
+    /// ```
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct MapFlags: u32 {
+        /// Share changes with every mapping of the object.
+        const SHARED = 0x01;
+        /// Copy-on-write private mapping.
+        const PRIVATE = 0x02;
+        /// `MAP_SHARED_VALIDATE`: shared, and refuse unknown flags.
+        const SHARED_VALIDATE = 0x03;
+        /// Place exactly at the address, replacing what is there.
+        const FIXED = 0x10;
+        /// Not backed by a file.
+        const ANONYMOUS = 0x20;
+        /// Map below 2 GiB (x86-64).
+        const MAP_32BIT = 0x40;
+        /// A stack that grows down into the guard gap below it.
+        const GROWSDOWN = 0x0100;
+        /// Ignored by Linux.
+        const DENYWRITE = 0x0800;
+        /// Ignored by Linux.
+        const EXECUTABLE = 0x1000;
+        /// Lock the pages.
+        const LOCKED = 0x2000;
+        /// Do not reserve swap space (`VM_NORESERVE`).
+        const NORESERVE = 0x4000;
+        /// Pre-fault the pages.
+        const POPULATE = 0x8000;
+        /// Do not block on I/O.
+        const NONBLOCK = 0x1_0000;
+        /// A thread stack: since Linux 6.7 this sets `VM_NOHUGEPAGE`.
+        const STACK = 0x2_0000;
+        /// Huge pages from hugetlbfs (not modelled: refused with EINVAL).
+        const HUGETLB = 0x4_0000;
+        /// Synchronous page faults for DAX (`MAP_SHARED_VALIDATE` only).
+        const SYNC = 0x8_0000;
+        /// Like `FIXED`, but fail with `EEXIST` instead of replacing.
+        const FIXED_NOREPLACE = 0x10_0000;
+        /// Every other bit, kept so that a traced call round-trips.
+        const _ = !0;
+    }
+}
+
+impl MapFlags {
+    /// `MAP_TYPE`: the bits that choose shared, private or shared-validate.
+    pub const TYPE: u32 = 0x0f;
+    /// `LEGACY_MAP_MASK`: the flags plain `MAP_SHARED` accepts silently.
+    pub(crate) const LEGACY_MASK: u32 = 0x01
+        | 0x02
+        | 0x10
+        | 0x20
+        | 0x0100
+        | 0x0800
+        | 0x1000
+        | 0x2000
+        | 0x4000
+        | 0x8000
+        | 0x1_0000
+        | 0x2_0000
+        | 0x4_0000
+        | 0x40;
+}
+
+bitflags! {
+    /// `MREMAP_*` flags of `mremap`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct MremapFlags: u32 {
+        /// The mapping may move if it cannot grow in place.
+        const MAYMOVE = 1;
+        /// Move to exactly `new_addr`, replacing what is there.
+        const FIXED = 2;
+        /// Move the pages but leave the old range mapped (and empty).
+        const DONTUNMAP = 4;
+        /// Every other bit, kept so that a traced call round-trips.
+        const _ = !0;
+    }
+}
+
+bitflags! {
+    /// A VMA's `vm_flags`, with the kernel's bit values. Two neighbouring
+    /// VMAs merge only when these are equal (ignoring `SOFTDIRTY`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct VmFlags: u64 {
+        /// Readable.
+        const READ = 0x1;
+        /// Writable.
+        const WRITE = 0x2;
+        /// Executable.
+        const EXEC = 0x4;
+        /// Writes reach the shared object.
+        const SHARED = 0x8;
+        /// `mprotect` may add read.
+        const MAYREAD = 0x10;
+        /// `mprotect` may add write.
+        const MAYWRITE = 0x20;
+        /// `mprotect` may add exec.
+        const MAYEXEC = 0x40;
+        /// Mapped shared (shown as `s` in `/proc/<pid>/maps`).
+        const MAYSHARE = 0x80;
+        /// Grows down on a fault just below it (stacks).
+        const GROWSDOWN = 0x100;
+        /// Pages are locked in memory.
+        const LOCKED = 0x2000;
+        /// Not copied into a forked child.
+        const DONTCOPY = 0x2_0000;
+        /// Cannot be expanded by `mremap`.
+        const DONTEXPAND = 0x4_0000;
+        /// Charged against the commit limit.
+        const ACCOUNT = 0x10_0000;
+        /// Not charged (`MAP_NORESERVE`).
+        const NORESERVE = 0x20_0000;
+        /// Soft-dirty tracking bit; ignored when merging.
+        const SOFTDIRTY = 0x800_0000;
+        /// Transparent huge pages refused (`MAP_STACK`).
+        const NOHUGEPAGE = 0x4000_0000;
+    }
+}
+
+impl VmFlags {
+    /// The three access bits.
+    pub const ACCESS: VmFlags = VmFlags::READ.union(VmFlags::WRITE).union(VmFlags::EXEC);
+    /// What a new stack VMA gets (`VM_STACK_FLAGS` plus accounting).
+    pub const STACK: VmFlags = VmFlags::READ
+        .union(VmFlags::WRITE)
+        .union(VmFlags::MAYREAD)
+        .union(VmFlags::MAYWRITE)
+        .union(VmFlags::MAYEXEC)
+        .union(VmFlags::GROWSDOWN)
+        .union(VmFlags::ACCOUNT);
+    /// What `brk` gives the heap (`VM_DATA_DEFAULT_FLAGS | VM_ACCOUNT`).
+    pub const BRK: VmFlags = VmFlags::READ
+        .union(VmFlags::WRITE)
+        .union(VmFlags::MAYREAD)
+        .union(VmFlags::MAYWRITE)
+        .union(VmFlags::MAYEXEC)
+        .union(VmFlags::ACCOUNT);
+
+    /// The access bits of a protection.
+    pub fn from_prot(prot: Prot) -> VmFlags {
+        VmFlags::from_bits_truncate(u64::from(prot.bits() & 0x7))
+    }
+
+    /// The access bits as a protection.
+    pub fn prot(self) -> Prot {
+        Prot::from_bits_truncate((self & VmFlags::ACCESS).bits() as u32)
+    }
+
+    /// The flags that must match for two VMAs to merge.
+    pub(crate) fn merge_key(self) -> VmFlags {
+        self - VmFlags::SOFTDIRTY
+    }
+
+    /// The names `/proc/<pid>/smaps` prints in its `VmFlags:` line, for
+    /// the bits the model keeps.
+    pub fn smaps_names(self) -> Vec<&'static str> {
+        const NAMES: [(VmFlags, &str); 15] = [
+            (VmFlags::READ, "rd"),
+            (VmFlags::WRITE, "wr"),
+            (VmFlags::EXEC, "ex"),
+            (VmFlags::SHARED, "sh"),
+            (VmFlags::MAYREAD, "mr"),
+            (VmFlags::MAYWRITE, "mw"),
+            (VmFlags::MAYEXEC, "me"),
+            (VmFlags::MAYSHARE, "ms"),
+            (VmFlags::GROWSDOWN, "gd"),
+            (VmFlags::LOCKED, "lo"),
+            (VmFlags::DONTCOPY, "dc"),
+            (VmFlags::DONTEXPAND, "de"),
+            (VmFlags::ACCOUNT, "ac"),
+            (VmFlags::NORESERVE, "nr"),
+            (VmFlags::NOHUGEPAGE, "nh"),
+        ];
+        NAMES
+            .iter()
+            .filter(|(f, _)| self.contains(*f))
+            .map(|&(_, n)| n)
+            .collect()
+    }
+
+    /// Parse the names of a `/proc/<pid>/smaps` `VmFlags:` line; names the
+    /// model does not keep are skipped.
+    pub fn from_smaps_names<'a>(names: impl IntoIterator<Item = &'a str>) -> VmFlags {
+        let mut f = VmFlags::empty();
+        for n in names {
+            f |= match n {
+                "rd" => VmFlags::READ,
+                "wr" => VmFlags::WRITE,
+                "ex" => VmFlags::EXEC,
+                "sh" => VmFlags::SHARED,
+                "mr" => VmFlags::MAYREAD,
+                "mw" => VmFlags::MAYWRITE,
+                "me" => VmFlags::MAYEXEC,
+                "ms" => VmFlags::MAYSHARE,
+                "gd" => VmFlags::GROWSDOWN,
+                "lo" => VmFlags::LOCKED,
+                "dc" => VmFlags::DONTCOPY,
+                "de" => VmFlags::DONTEXPAND,
+                "ac" => VmFlags::ACCOUNT,
+                "nr" => VmFlags::NORESERVE,
+                "sd" => VmFlags::SOFTDIRTY,
+                "nh" => VmFlags::NOHUGEPAGE,
+                _ => VmFlags::empty(),
+            };
+        }
+        f
+    }
+}

@@ -1,0 +1,160 @@
+//! Where an address space keeps its VMAs: one trait, two structures.
+//!
+//! * [`MapleIndex`] — the maple tree (the default), which readers search
+//!   without a lock, so the fault path can skip `mmap_lock`.
+//! * [`LegacyIndex`] — what the maple tree replaced in Linux 6.1: an
+//!   augmented red-black tree that tracks the largest free gap per subtree,
+//!   a sorted doubly linked list of the VMAs, and a per-thread 4-entry VMA
+//!   cache invalidated by a sequence number. Its readers need `mmap_lock`.
+//!
+//! Every workload runs on either; [`IndexKind`] picks one at run time.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use maple::MapleTree;
+
+use crate::vma::Vma;
+
+mod legacy;
+mod maple_index;
+
+pub use legacy::LegacyIndex;
+pub use maple_index::MapleIndex;
+
+/// An ordered set of non-overlapping VMAs, keyed by address range.
+///
+/// Writers (`&mut self`) are serialised by the address space's
+/// `mmap_lock`; readers (`&self`) hold it for read, or, for an index that
+/// offers [`lockless`](VmaIndex::lockless), nothing but a grace-period
+/// guard.
+pub trait VmaIndex: Send + Sync {
+    /// A short name for reports (`"maple"`, `"legacy"`).
+    fn name(&self) -> &'static str;
+
+    /// Number of VMAs.
+    fn len(&self) -> usize;
+
+    /// Whether there are no VMAs.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The VMA containing `addr`.
+    fn find(&self, addr: u64) -> Option<Arc<Vma>>;
+
+    /// The first VMA that ends above `addr` (Linux's `find_vma`): the one
+    /// containing `addr`, or else the next one up.
+    fn find_next(&self, addr: u64) -> Option<Arc<Vma>>;
+
+    /// The last VMA that starts below `addr`.
+    fn find_prev(&self, addr: u64) -> Option<Arc<Vma>>;
+
+    /// Append to `out` every VMA intersecting `[start, end)`, in address
+    /// order.
+    fn overlapping(&self, start: u64, end: u64, out: &mut Vec<Arc<Vma>>);
+
+    /// Remove the VMAs `old` (each present, with exactly its range) and
+    /// insert the VMAs `new` (non-overlapping, and overlapping nothing but
+    /// ranges in `old`). One call per change keeps lockless readers from
+    /// seeing a range the change keeps mapped go missing.
+    fn replace(&mut self, old: &[Arc<Vma>], new: &[Arc<Vma>]);
+
+    /// The end of the highest free area of at least `len` bytes within
+    /// `[low, high)`: the highest `e` such that `[e - len, e)` is free and
+    /// `low <= e - len`, `e <= high`. Guard gaps are the caller's business.
+    fn gap_highest(&self, low: u64, high: u64, len: u64) -> Option<u64>;
+
+    /// The start of the lowest free area of at least `len` bytes within
+    /// `[low, high)`.
+    fn gap_lowest(&self, low: u64, high: u64, len: u64) -> Option<u64>;
+
+    /// Call `f` on every VMA in address order.
+    fn for_each(&self, f: &mut dyn FnMut(&Arc<Vma>));
+
+    /// The tree that readers may search without `mmap_lock`, if this index
+    /// supports lockless lookup.
+    fn lockless(&self) -> Option<Arc<MapleTree<Arc<Vma>>>>;
+
+    /// Check every internal invariant; the message names the first broken
+    /// one.
+    fn validate(&self) -> Result<(), String>;
+}
+
+/// Which [`VmaIndex`] an address space uses.
+///
+/// ```
+/// use mm::IndexKind;
+/// assert_eq!("legacy".parse::<IndexKind>(), Ok(IndexKind::Legacy));
+/// assert_eq!(IndexKind::default(), IndexKind::Maple);
+/// assert!("btree".parse::<IndexKind>().is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum IndexKind {
+    /// The maple tree (lockless readers).
+    #[default]
+    Maple,
+    /// Augmented rbtree + linked list + per-thread VMA cache.
+    Legacy,
+}
+
+impl IndexKind {
+    /// Both kinds.
+    pub const ALL: [IndexKind; 2] = [IndexKind::Maple, IndexKind::Legacy];
+
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            IndexKind::Maple => "maple",
+            IndexKind::Legacy => "legacy",
+        }
+    }
+
+    /// A new empty index of this kind.
+    pub fn build(self) -> Box<dyn VmaIndex> {
+        match self {
+            IndexKind::Maple => Box::new(MapleIndex::new()),
+            IndexKind::Legacy => Box::new(LegacyIndex::new()),
+        }
+    }
+}
+
+impl fmt::Display for IndexKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for IndexKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "maple" => Ok(IndexKind::Maple),
+            "legacy" => Ok(IndexKind::Legacy),
+            _ => Err(format!("unknown VMA index {s:?} (expected maple or legacy)")),
+        }
+    }
+}
+
+/// The parts of `old`'s ranges that no range of `new` covers, in address
+/// order. Both slices are in address order.
+pub(crate) fn uncovered(old: &[Arc<Vma>], new: &[Arc<Vma>]) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    for o in old {
+        let mut pos = o.start();
+        for n in new {
+            if n.end() <= pos || n.start() >= o.end() {
+                continue;
+            }
+            if n.start() > pos {
+                out.push((pos, n.start()));
+            }
+            pos = pos.max(n.end());
+        }
+        if pos < o.end() {
+            out.push((pos, o.end()));
+        }
+    }
+    out
+}

@@ -1,0 +1,411 @@
+//! The address space: [`Mm`], its `mmap_lock`, and the edits every system
+//! call is built from.
+//!
+//! Each system call lives in its own file (`mmap.rs`, `mprotect.rs`,
+//! `mremap.rs`, `brk.rs`, `fault.rs`, `lifecycle.rs`); free-area search is
+//! in `area.rs` and the merge rules in `merge.rs`. All of them edit the
+//! VMA index through [`State::commit`], which write-locks the VMAs being
+//! replaced before publishing their replacements.
+
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Instant;
+
+use maple::MapleTree;
+
+use crate::anon::{AnonLink, AnonVma};
+use crate::file::File;
+use crate::flags::VmFlags;
+use crate::index::{IndexKind, VmaIndex};
+use crate::layout::Layout;
+use crate::lockstat::{self, LockClass};
+use crate::procmaps::{MapsEntry, SmapsEntry};
+use crate::vma::Vma;
+use crate::Errno;
+
+mod area;
+mod brk;
+mod fault;
+mod lifecycle;
+mod merge;
+mod mmap;
+mod mprotect;
+mod mremap;
+
+pub use fault::{Access, FaultError, FaultPath};
+pub use lifecycle::{Image, Segment};
+
+/// How to build an address space.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MmConfig {
+    /// Geometry and limits.
+    pub layout: Layout,
+    /// Which VMA index to keep the VMAs in.
+    pub index: IndexKind,
+}
+
+/// An address space: VMAs in an index, an `mmap_lock`, and the heap and
+/// stack bookkeeping `brk` and `/proc/<pid>/maps` need.
+///
+/// Every method takes `&self`: share an `Mm` between threads with an
+/// `Arc` (threads mode) or give each worker its own (processes mode).
+/// Calls that change the map take `mmap_lock` for write; page faults on a
+/// maple-tree index take no `mmap_lock` at all on their fast path.
+///
+/// ```
+/// use mm::{Access, MapFlags, Mm, MmConfig, Prot};
+/// use std::sync::Arc;
+///
+/// let mm = Arc::new(Mm::new(MmConfig::default()));
+/// let a = mm.mmap(0, 1 << 20, Prot::READ | Prot::WRITE,
+///                 MapFlags::PRIVATE | MapFlags::ANONYMOUS, None, 0).unwrap();
+/// let worker = {
+///     let mm = Arc::clone(&mm);
+///     std::thread::spawn(move || mm.fault(a + 4096, Access::Write).unwrap())
+/// };
+/// worker.join().unwrap();
+/// assert_eq!(mm.fault(a - 4096, Access::Read), Err(mm::FaultError::Segv));
+/// ```
+pub struct Mm {
+    layout: Layout,
+    kind: IndexKind,
+    /// The index's lockless handle, searched by the fault fast path.
+    lockless: Option<Arc<MapleTree<Arc<Vma>>>>,
+    state: MmapLock<State>,
+}
+
+/// What `mmap_lock` protects.
+pub(crate) struct State {
+    pub(crate) index: Box<dyn VmaIndex>,
+    pub(crate) start_brk: u64,
+    pub(crate) brk: u64,
+    pub(crate) start_stack: u64,
+    pub(crate) max_map_count: usize,
+}
+
+impl Mm {
+    /// An empty address space.
+    pub fn new(config: MmConfig) -> Mm {
+        Mm::with_state(
+            config,
+            |index| State {
+                index,
+                start_brk: 0,
+                brk: 0,
+                start_stack: 0,
+                max_map_count: 0,
+            },
+            &[],
+        )
+    }
+
+    fn with_state(
+        config: MmConfig,
+        state: impl FnOnce(Box<dyn VmaIndex>) -> State,
+        vmas: &[Arc<Vma>],
+    ) -> Mm {
+        let mut index = config.index.build();
+        index.replace(&[], vmas);
+        let lockless = index.lockless();
+        let mut state = state(index);
+        state.max_map_count = config.layout.max_map_count;
+        Mm {
+            layout: config.layout,
+            kind: config.index,
+            lockless,
+            state: MmapLock::new(state),
+        }
+    }
+
+    /// An address space holding the mappings of a real process, read from
+    /// its `/proc/<pid>/smaps` (so that hidden flags such as `VM_ACCOUNT`
+    /// and whether a VMA has an anon_vma are known). `start_brk` and `brk`
+    /// are the process's heap bounds; `start_stack` an address in its
+    /// stack. Files are looked up by name in `files`; other paths get a
+    /// file of their own whose size covers the mapping.
+    ///
+    /// Mappings above `task_size` (`[vsyscall]`) are not VMAs and are
+    /// skipped. Fails with `EINVAL` if the mappings overlap or are not
+    /// page-aligned.
+    pub fn from_smaps(
+        config: MmConfig,
+        entries: &[SmapsEntry],
+        start_brk: u64,
+        brk: u64,
+        start_stack: u64,
+        files: &[Arc<File>],
+    ) -> Result<Mm, Errno> {
+        let mut by_name: Vec<Arc<File>> = files.to_vec();
+        let mut vmas: Vec<Arc<Vma>> = Vec::new();
+        for e in entries {
+            let m = &e.maps;
+            if m.start >= config.layout.task_size {
+                continue;
+            }
+            if m.start >= m.end
+                || !crate::flags::is_page_aligned(m.start | m.end)
+                || vmas.last().is_some_and(|v| v.end() > m.start)
+            {
+                return Err(Errno::EINVAL);
+            }
+            let mut flags = e.flags - VmFlags::ACCESS;
+            flags |= VmFlags::from_prot(m.prot);
+            if e.flags.is_empty() {
+                flags |= VmFlags::MAYREAD | VmFlags::MAYWRITE | VmFlags::MAYEXEC;
+                if m.shared {
+                    flags |= VmFlags::MAYSHARE | VmFlags::SHARED;
+                }
+            }
+            let special = matches!(m.name.as_deref(), Some(n) if n.starts_with('[')
+                && n != "[heap]" && n != "[stack]");
+            let file = match m.name.as_deref() {
+                Some(n) if !n.starts_with('[') || special => {
+                    let found = by_name.iter().find(|f| f.name() == n).cloned();
+                    Some(found.unwrap_or_else(|| {
+                        let f = File::new(n, m.offset + (m.end - m.start));
+                        by_name.push(Arc::clone(&f));
+                        f
+                    }))
+                }
+                _ => None,
+            };
+            if special {
+                flags |= VmFlags::DONTEXPAND;
+            }
+            let pgoff = if file.is_some() {
+                m.offset >> crate::PAGE_SHIFT
+            } else {
+                m.start >> crate::PAGE_SHIFT
+            };
+            let anon = e.has_anon_pages.then(|| AnonLink {
+                anon_vma: AnonVma::new(),
+                inherited: false,
+            });
+            vmas.push(Arc::new(Vma::new(m.start, m.end, flags, pgoff, file, anon)));
+        }
+        Ok(Mm::with_state(
+            config,
+            |index| State {
+                index,
+                start_brk,
+                brk,
+                start_stack,
+                max_map_count: 0,
+            },
+            &vmas,
+        ))
+    }
+
+    /// The layout this address space was built with.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Which VMA index it uses.
+    pub fn index_kind(&self) -> IndexKind {
+        self.kind
+    }
+
+    /// Number of VMAs (`mm->map_count`).
+    pub fn map_count(&self) -> usize {
+        self.state.read().index.len()
+    }
+
+    /// The VMA containing `addr`, or else the next one above it (Linux's
+    /// `find_vma`).
+    pub fn find_vma(&self, addr: u64) -> Option<Arc<Vma>> {
+        self.state.read().index.find_next(addr)
+    }
+
+    /// Every VMA, in address order.
+    pub fn vmas(&self) -> Vec<Arc<Vma>> {
+        self.state.read().vmas()
+    }
+
+    /// Current program break.
+    pub fn brk_value(&self) -> u64 {
+        self.state.read().brk
+    }
+
+    /// The map as `/proc/<pid>/maps` would print it: file mappings show
+    /// their path and byte offset, the heap `[heap]`, the stack `[stack]`,
+    /// shared anonymous memory `/dev/zero (deleted)`.
+    pub fn maps(&self) -> Vec<MapsEntry> {
+        let st = self.state.read();
+        st.vmas().iter().map(|v| st.maps_entry(v)).collect()
+    }
+
+    /// [`maps`](Self::maps) as text, one line per VMA.
+    pub fn proc_maps(&self) -> String {
+        self.maps().iter().map(|e| format!("{e}\n")).collect()
+    }
+
+    /// Check the index's invariants and that VMAs are ordered, disjoint,
+    /// page-aligned and inside the address space.
+    pub fn validate(&self) -> Result<(), String> {
+        let st = self.state.read();
+        st.index.validate()?;
+        let mut last_end = 0;
+        let mut count = 0;
+        let mut err = None;
+        st.index.for_each(&mut |v| {
+            count += 1;
+            if err.is_none()
+                && (v.start() < last_end
+                    || v.start() >= v.end()
+                    || !crate::flags::is_page_aligned(v.start() | v.end())
+                    || v.end() > self.layout.task_size)
+            {
+                err = Some(format!("bad VMA [{:#x}, {:#x})", v.start(), v.end()));
+            }
+            if v.lock().is_write_locked() && err.is_none() {
+                err = Some(format!("retired VMA [{:#x}, {:#x}) still indexed", v.start(), v.end()));
+            }
+            last_end = v.end();
+        });
+        if let Some(e) = err {
+            return Err(e);
+        }
+        if count != st.index.len() {
+            return Err(format!("index len {} but {count} VMAs", st.index.len()));
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for Mm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mm")
+            .field("index", &self.kind)
+            .field("map_count", &self.map_count())
+            .finish()
+    }
+}
+
+impl State {
+    pub(crate) fn vmas(&self) -> Vec<Arc<Vma>> {
+        let mut out = Vec::with_capacity(self.index.len());
+        self.index.for_each(&mut |v| out.push(Arc::clone(v)));
+        out
+    }
+
+    /// VMAs intersecting `[start, end)`.
+    pub(crate) fn overlapping(&self, start: u64, end: u64) -> Vec<Arc<Vma>> {
+        let mut out = Vec::new();
+        self.index.overlapping(start, end, &mut out);
+        out
+    }
+
+    /// The VMA that ends exactly at `addr`.
+    pub(crate) fn ending_at(&self, addr: u64) -> Option<Arc<Vma>> {
+        self.index.find_prev(addr).filter(|v| v.end() == addr)
+    }
+
+    /// The VMA that starts exactly at `addr`.
+    pub(crate) fn starting_at(&self, addr: u64) -> Option<Arc<Vma>> {
+        self.index.find(addr).filter(|v| v.start() == addr)
+    }
+
+    /// Replace `old` by `new` in the index: claim each old VMA's lock (so
+    /// a fault holding it finishes and later faults fall back to
+    /// `mmap_lock`), then publish.
+    pub(crate) fn commit(&mut self, old: &[Arc<Vma>], new: Vec<Vma>) -> Vec<Arc<Vma>> {
+        for v in old {
+            v.lock().write_lock();
+        }
+        let new: Vec<Arc<Vma>> = new.into_iter().map(Arc::new).collect();
+        self.index.replace(old, &new);
+        new
+    }
+
+    /// Unmap `[start, end)` (both page-aligned), splitting the VMAs at
+    /// either end. `ENOMEM` when a split in the middle of one VMA would
+    /// exceed `max_map_count`; nothing changes then.
+    pub(crate) fn unmap(&mut self, layout: &Layout, start: u64, end: u64) -> Result<(), Errno> {
+        let old = self.overlapping(start, end);
+        let (Some(first), Some(last)) = (old.first(), old.last()) else {
+            return Ok(());
+        };
+        if first.start() < start && end < first.end() && self.index.len() >= layout.max_map_count
+        {
+            return Err(Errno::ENOMEM);
+        }
+        let mut keep = Vec::new();
+        if first.start() < start {
+            keep.push(first.resized(first.start(), start));
+        }
+        if last.end() > end {
+            keep.push(last.resized(end, last.end()));
+        }
+        self.commit(&old, keep);
+        Ok(())
+    }
+
+    /// How `/proc/<pid>/maps` shows `v`.
+    pub(crate) fn maps_entry(&self, v: &Vma) -> MapsEntry {
+        let (offset, dev, inode, name) = match v.file() {
+            Some(f) if f.name().starts_with('[') => (0, "00:00".to_string(), 0, Some(f.name().to_string())),
+            Some(f) => (
+                v.pgoff() << crate::PAGE_SHIFT,
+                "00:00".to_string(),
+                f.id(),
+                Some(f.name().to_string()),
+            ),
+            None => {
+                let name = if v.start() <= self.brk && v.end() >= self.start_brk && self.start_brk != 0 {
+                    Some("[heap]".to_string())
+                } else if v.start() <= self.start_stack && v.end() >= self.start_stack {
+                    Some("[stack]".to_string())
+                } else {
+                    None
+                };
+                (0, "00:00".to_string(), 0, name)
+            }
+        };
+        MapsEntry {
+            start: v.start(),
+            end: v.end(),
+            prot: v.prot(),
+            shared: v.is_shared(),
+            offset,
+            dev,
+            inode,
+            name,
+        }
+    }
+}
+
+/// `mmap_lock`: a reader-writer lock that counts its acquisitions and
+/// waits in the `mmap_lock` lock class.
+pub(crate) struct MmapLock<T> {
+    inner: RwLock<T>,
+}
+
+impl<T> MmapLock<T> {
+    fn new(value: T) -> Self {
+        MmapLock {
+            inner: RwLock::new(value),
+        }
+    }
+
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, T> {
+        if let Ok(g) = self.inner.try_read() {
+            lockstat::acquired(LockClass::MmapLock);
+            return g;
+        }
+        let since = Instant::now();
+        let g = self.inner.read().unwrap_or_else(|e| e.into_inner());
+        lockstat::acquired_after_wait(LockClass::MmapLock, since);
+        g
+    }
+
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, T> {
+        if let Ok(g) = self.inner.try_write() {
+            lockstat::acquired(LockClass::MmapLock);
+            return g;
+        }
+        let since = Instant::now();
+        let g = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        lockstat::acquired_after_wait(LockClass::MmapLock, since);
+        g
+    }
+}

@@ -1,0 +1,163 @@
+//! `mprotect`.
+
+use std::sync::Arc;
+
+use crate::flags::{page_align, Prot, VmFlags, PAGE_SIZE};
+use crate::vma::Vma;
+use crate::Errno;
+
+use super::{Mm, State};
+
+impl Mm {
+    /// `mprotect(addr, len, prot)`.
+    ///
+    /// `EINVAL` for an unaligned address, unknown protection bits or both
+    /// `PROT_GROWSDOWN` and `PROT_GROWSUP`; `ENOMEM` when the range is not
+    /// fully mapped; `EACCES` when a VMA may not get the protection (a
+    /// shared mapping of a file opened read-only made writable). As in
+    /// Linux, VMAs are changed in address order and a hole or a refused VMA
+    /// stops the walk: the VMAs before it keep their new protection.
+    ///
+    /// ```
+    /// use mm::{Errno, MapFlags, Mm, MmConfig, Prot};
+    /// let mm = Mm::new(MmConfig::default());
+    /// let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+    /// let a = mm.mmap(0, 2 * 4096, Prot::READ, anon, None, 0).unwrap();
+    /// mm.mprotect(a, 4096, Prot::READ | Prot::WRITE).unwrap();
+    /// assert_eq!(mm.map_count(), 2);
+    /// assert_eq!(mm.mprotect(a + 2 * 4096, 4096, Prot::READ), Err(Errno::ENOMEM));
+    /// ```
+    pub fn mprotect(&self, addr: u64, len: u64, prot: Prot) -> Result<(), Errno> {
+        let grows = prot & (Prot::GROWSDOWN | Prot::GROWSUP);
+        let prot = prot - (Prot::GROWSDOWN | Prot::GROWSUP);
+        if grows == Prot::GROWSDOWN | Prot::GROWSUP {
+            return Err(Errno::EINVAL);
+        }
+        if addr % PAGE_SIZE != 0 {
+            return Err(Errno::EINVAL);
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let len = page_align(len).ok_or(Errno::ENOMEM)?;
+        let end = addr.checked_add(len).ok_or(Errno::ENOMEM)?;
+        // x86 accepts PROT_SEM (8) and nothing else beyond rwx.
+        if prot.bits() & !0xf != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let mut st = self.state.write();
+        st.mprotect(addr, end, prot, grows)
+    }
+}
+
+impl State {
+    fn mprotect(&mut self, mut start: u64, end: u64, prot: Prot, grows: Prot) -> Result<(), Errno> {
+        let Some(first) = self.index.find_next(start).filter(|v| v.start() < end) else {
+            return Err(Errno::ENOMEM);
+        };
+        if grows.contains(Prot::GROWSDOWN) {
+            start = first.start();
+            if !first.flags().contains(VmFlags::GROWSDOWN) {
+                return Err(Errno::EINVAL);
+            }
+        } else {
+            if first.start() > start {
+                return Err(Errno::ENOMEM);
+            }
+            if grows.contains(Prot::GROWSUP) {
+                // No VMA grows up on x86-64.
+                return Err(Errno::EINVAL);
+            }
+        }
+        let mut prev: Option<Arc<Vma>> = if start > first.start() {
+            Some(Arc::clone(&first))
+        } else {
+            self.ending_at(first.start())
+        };
+        let mut pos = start;
+        let mut tmp = first.start();
+        let mut vma = Some(first);
+        while let Some(v) = vma.take() {
+            if v.start() != tmp {
+                return Err(Errno::ENOMEM);
+            }
+            let mut newflags = VmFlags::from_prot(prot) | (v.flags() - VmFlags::ACCESS);
+            // Each access bit needs its VM_MAY* bit.
+            let may = VmFlags::from_bits_truncate(newflags.bits() >> 4);
+            if !(newflags & VmFlags::ACCESS).difference(may).is_empty() {
+                return Err(Errno::EACCES);
+            }
+            let seg_end = v.end().min(end);
+            let done = self.mprotect_fixup(&v, prev.as_ref(), pos, seg_end, &mut newflags)?;
+            tmp = done.end();
+            pos = tmp;
+            prev = Some(done);
+            if tmp < end {
+                vma = self.index.find_next(tmp).filter(|n| n.start() < end);
+            }
+        }
+        if tmp < end {
+            return Err(Errno::ENOMEM);
+        }
+        Ok(())
+    }
+
+    /// `mprotect_fixup`: give `[start, end)` of `vma` the flags `newflags`,
+    /// merging or splitting as needed. Returns the VMA covering the range.
+    fn mprotect_fixup(
+        &mut self,
+        vma: &Arc<Vma>,
+        prev: Option<&Arc<Vma>>,
+        start: u64,
+        end: u64,
+        newflags: &mut VmFlags,
+    ) -> Result<Arc<Vma>, Errno> {
+        let old = vma.flags();
+        if *newflags == old {
+            return Ok(Arc::clone(vma));
+        }
+        if newflags.contains(VmFlags::WRITE) {
+            if !old.intersects(VmFlags::ACCOUNT | VmFlags::WRITE | VmFlags::SHARED | VmFlags::NORESERVE) {
+                *newflags |= VmFlags::ACCOUNT;
+            }
+        } else if old.contains(VmFlags::ACCOUNT) && vma.is_anonymous() && vma.anon().is_none() {
+            *newflags -= VmFlags::ACCOUNT;
+        }
+        self.modify(vma, prev, start, end, *newflags)
+    }
+
+    /// `vma_modify`: merge if the rules allow, else split off the parts of
+    /// `vma` outside `[start, end)` and change the rest. `ENOMEM` when a
+    /// split would exceed `max_map_count`.
+    pub(crate) fn modify(
+        &mut self,
+        vma: &Arc<Vma>,
+        prev: Option<&Arc<Vma>>,
+        start: u64,
+        end: u64,
+        flags: VmFlags,
+    ) -> Result<Arc<Vma>, Errno> {
+        if let Some(merged) = self.merge_existing(vma, prev, start, end, flags) {
+            return Ok(merged);
+        }
+        let mut cur = Arc::clone(vma);
+        if cur.start() < start {
+            cur = self.split(&cur, start, false)?;
+        }
+        if cur.end() > end {
+            cur = self.split(&cur, end, true)?;
+        }
+        Ok(self.commit(&[Arc::clone(&cur)], vec![cur.with_flags(flags)]).remove(0))
+    }
+
+    /// `split_vma`: cut `vma` at `at`; returns the lower part if `keep_low`,
+    /// else the upper part. `ENOMEM` at `max_map_count`.
+    fn split(&mut self, vma: &Arc<Vma>, at: u64, keep_low: bool) -> Result<Arc<Vma>, Errno> {
+        if self.index.len() >= self.max_map_count {
+            return Err(Errno::ENOMEM);
+        }
+        let parts = vec![vma.resized(vma.start(), at), vma.resized(at, vma.end())];
+        let mut parts = self.commit(&[Arc::clone(vma)], parts);
+        Ok(if keep_low { parts.remove(0) } else { parts.remove(1) })
+    }
+}

@@ -1,0 +1,267 @@
+//! The VMA: one mapped range of an address space, and its lock.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use crate::anon::AnonLink;
+use crate::file::File;
+use crate::flags::{Prot, VmFlags, PAGE_SHIFT};
+use crate::lockstat::{self, LockClass};
+
+/// A virtual memory area: `[start, end)` with one protection, one set of
+/// flags and one backing object.
+///
+/// A `Vma` is immutable once published in an index, except for its
+/// anon_vma link, which the first write fault sets. An operation that
+/// changes a VMA (split, merge, `mprotect`) write-locks it and publishes
+/// new `Vma`s in its place; the old one stays write-locked for good, so a
+/// fault that still holds a pointer to it fails its try-lock and looks
+/// again under `mmap_lock`. This is the kernel's protocol (`vma_start_write`
+/// until `mmap_write_unlock`) with replacement instead of in-place edits,
+/// which lets readers hold references without a lock.
+///
+/// ```
+/// use mm::{MapFlags, Mm, MmConfig, Prot};
+/// let mm = Mm::new(MmConfig::default());
+/// let a = mm.mmap(0, 8192, Prot::READ, MapFlags::PRIVATE | MapFlags::ANONYMOUS, None, 0).unwrap();
+/// let vma = mm.find_vma(a).unwrap();
+/// assert_eq!((vma.start(), vma.end()), (a, a + 8192));
+/// assert_eq!(vma.prot(), Prot::READ);
+/// assert!(vma.file().is_none());
+/// ```
+#[derive(Debug)]
+pub struct Vma {
+    start: u64,
+    end: u64,
+    flags: VmFlags,
+    pgoff: u64,
+    file: Option<Arc<File>>,
+    anon: OnceLock<AnonLink>,
+    lock: VmaLock,
+}
+
+impl Vma {
+    pub(crate) fn new(
+        start: u64,
+        end: u64,
+        flags: VmFlags,
+        pgoff: u64,
+        file: Option<Arc<File>>,
+        anon: Option<AnonLink>,
+    ) -> Vma {
+        debug_assert!(start < end);
+        let cell = OnceLock::new();
+        if let Some(a) = anon {
+            let _ = cell.set(a);
+        }
+        Vma {
+            start,
+            end,
+            flags,
+            pgoff,
+            file,
+            anon: cell,
+            lock: VmaLock::new(),
+        }
+    }
+
+    /// A copy of this VMA narrowed or widened to `[start, end)`, keeping
+    /// the page offset of each address (`pgoff` follows `start`).
+    pub(crate) fn resized(&self, start: u64, end: u64) -> Vma {
+        Vma::new(
+            start,
+            end,
+            self.flags,
+            self.pgoff_at(start),
+            self.file.clone(),
+            self.anon().cloned(),
+        )
+    }
+
+    /// A copy of this VMA with other flags.
+    pub(crate) fn with_flags(&self, flags: VmFlags) -> Vma {
+        Vma::new(
+            self.start,
+            self.end,
+            flags,
+            self.pgoff,
+            self.file.clone(),
+            self.anon().cloned(),
+        )
+    }
+
+    /// A copy of this VMA with another anon_vma link.
+    pub(crate) fn with_anon(&self, anon: Option<AnonLink>) -> Vma {
+        Vma::new(
+            self.start,
+            self.end,
+            self.flags,
+            self.pgoff,
+            self.file.clone(),
+            anon,
+        )
+    }
+
+    /// First address.
+    pub fn start(&self) -> u64 {
+        self.start
+    }
+
+    /// One past the last address.
+    pub fn end(&self) -> u64 {
+        self.end
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> u64 {
+        self.end - self.start
+    }
+
+    /// Always false: a VMA covers at least one page.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The `vm_flags`.
+    pub fn flags(&self) -> VmFlags {
+        self.flags
+    }
+
+    /// The access bits.
+    pub fn prot(&self) -> Prot {
+        self.flags.prot()
+    }
+
+    /// Page offset of `start` in the file; for private anonymous memory,
+    /// the page number of the address it was first mapped at (which is
+    /// what lets a later neighbour merge with it).
+    pub fn pgoff(&self) -> u64 {
+        self.pgoff
+    }
+
+    /// The page offset of `addr`, which must lie in the VMA.
+    pub(crate) fn pgoff_at(&self, addr: u64) -> u64 {
+        self.pgoff.wrapping_add((addr.wrapping_sub(self.start)) >> PAGE_SHIFT)
+    }
+
+    /// The mapped file; shared anonymous memory maps a `/dev/zero (deleted)`
+    /// file of its own.
+    pub fn file(&self) -> Option<&Arc<File>> {
+        self.file.as_ref()
+    }
+
+    /// The anon_vma link, set by the first write fault of a private
+    /// mapping.
+    pub fn anon(&self) -> Option<&AnonLink> {
+        self.anon.get()
+    }
+
+    /// Set the anon_vma link unless one is set; returns the link in force.
+    pub(crate) fn set_anon(&self, link: AnonLink) -> &AnonLink {
+        self.anon.get_or_init(|| link)
+    }
+
+    /// Mapped shared (`VM_MAYSHARE`).
+    pub fn is_shared(&self) -> bool {
+        self.flags.contains(VmFlags::MAYSHARE)
+    }
+
+    /// Private anonymous memory (no file).
+    pub fn is_anonymous(&self) -> bool {
+        self.file.is_none()
+    }
+
+    /// The lowest address a free-area search may hand out below this VMA
+    /// (`vm_start_gap`): a grows-down VMA keeps `guard` bytes free below it.
+    pub(crate) fn start_gap(&self, guard: u64) -> u64 {
+        if self.flags.contains(VmFlags::GROWSDOWN) {
+            self.start.saturating_sub(guard)
+        } else {
+            self.start
+        }
+    }
+
+    /// The per-VMA lock.
+    pub(crate) fn lock(&self) -> &VmaLock {
+        &self.lock
+    }
+}
+
+/// The per-VMA lock: a reader count and a writer bit in one word.
+///
+/// Readers (page faults) only try: a fault that cannot have the lock at
+/// once falls back to `mmap_lock`. A writer (holding `mmap_lock` for write)
+/// sets the writer bit and waits for the readers inside to leave; the bit
+/// is never cleared, because a write-locked VMA is about to be replaced.
+#[derive(Debug)]
+pub(crate) struct VmaLock {
+    state: AtomicU32,
+}
+
+const WRITER: u32 = 1 << 31;
+
+impl VmaLock {
+    fn new() -> VmaLock {
+        VmaLock {
+            state: AtomicU32::new(0),
+        }
+    }
+
+    /// Take a read lock if no writer has claimed the VMA.
+    #[inline]
+    pub(crate) fn try_read(&self) -> bool {
+        let mut s = self.state.load(Ordering::Relaxed);
+        loop {
+            if s & WRITER != 0 {
+                lockstat::try_failed(LockClass::VmaLock);
+                return false;
+            }
+            match self
+                .state
+                .compare_exchange_weak(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
+            {
+                Ok(_) => {
+                    lockstat::acquired(LockClass::VmaLock);
+                    return true;
+                }
+                Err(now) => s = now,
+            }
+        }
+    }
+
+    /// Drop a read lock taken by [`try_read`](Self::try_read).
+    #[inline]
+    pub(crate) fn read_unlock(&self) {
+        self.state.fetch_sub(1, Ordering::Release);
+    }
+
+    /// Claim the VMA for a writer and wait until no reader is inside.
+    /// Idempotent: a VMA already claimed returns at once.
+    pub(crate) fn write_lock(&self) {
+        let prev = self.state.fetch_or(WRITER, Ordering::Acquire);
+        if prev & WRITER != 0 {
+            return;
+        }
+        if prev == 0 {
+            lockstat::acquired(LockClass::VmaLock);
+            return;
+        }
+        let since = Instant::now();
+        let mut spins = 0u32;
+        while self.state.load(Ordering::Acquire) != WRITER {
+            if spins < 64 {
+                std::hint::spin_loop();
+                spins += 1;
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        lockstat::acquired_after_wait(LockClass::VmaLock, since);
+    }
+
+    /// Whether a writer has claimed the VMA.
+    pub(crate) fn is_write_locked(&self) -> bool {
+        self.state.load(Ordering::Relaxed) & WRITER != 0
+    }
+}
