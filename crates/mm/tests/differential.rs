@@ -1,0 +1,2 @@
+//! Placeholder until the differential test lands (issue 3).
+fn main() {}
