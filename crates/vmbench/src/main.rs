@@ -11,7 +11,9 @@
 mod alloc_count;
 mod report;
 mod rng;
+mod run_bench;
 mod timing;
+mod trace;
 mod tree_bench;
 
 use std::io::{self, Write};
@@ -45,6 +47,14 @@ enum Command {
     /// Maple tree vs BTreeMap microbenchmarks (load, insert, erase, iterate,
     /// gap search, concurrent reads, memory per entry).
     Tree(TreeArgs),
+    /// Will-it-scale workloads on the address-space model (brk1, mmap1,
+    /// malloc1, mmap2, page_fault3), in processes or threads mode.
+    Run(run_bench::RunArgs),
+    /// Run a real command with address-space randomisation off and record
+    /// its initial map and every mmap/munmap/mprotect/mremap/brk call.
+    Record(trace::RecordArgs),
+    /// Replay a recorded trace on the model and report every difference.
+    Replay(trace::ReplayArgs),
 }
 
 /// Options of `vmbench tree`.
@@ -160,6 +170,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Tree(args) => run_tree(args),
+        Command::Run(args) => run_bench::main(args),
+        Command::Record(args) => trace::record(args),
+        Command::Replay(args) => trace::replay(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
