@@ -6,6 +6,13 @@
 //! ([`resident`]), warmed up, then timed for `--duration`; the figure is
 //! operations per second summed over the workers, with the `mmap_lock` and
 //! per-VMA lock statistics of the timed interval beside it.
+//!
+//! The table's "cpu share" is the workers' time on a CPU over their wall
+//! time (from the scheduler's own accounting). It falls when workers sleep
+//! on a contended lock, which is part of the result, and when other
+//! processes take the CPUs, which is not: on a shared machine, a scaling
+//! figure is only meaningful where the share stays near 100% for the
+//! lock-free workloads.
 
 pub mod harness;
 pub mod resident;
@@ -32,8 +39,11 @@ pub const MAX_THREADS: usize = 1024;
 /// Options of `vmbench run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// Workloads, comma separated: brk1, mmap1, malloc1, mmap2,
-    /// page_fault3. [default: all]
+    /// Workloads, comma separated: brk1 (one-page brk grow + shrink),
+    /// mmap1 (128 MiB anonymous mmap + munmap), malloc1 (the same plus a
+    /// write fault on the first page: glibc's malloc/free of 128 MiB),
+    /// mmap2 (128 MiB private file mapping), page_fault3 (shared file
+    /// mapping, one op per page write-faulted). [default: all]
     #[arg(long, value_delimiter = ',')]
     pub workloads: Option<Vec<String>>,
 

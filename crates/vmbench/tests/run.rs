@@ -53,6 +53,9 @@ fn every_configuration_yields_a_complete_line() {
             .unwrap_or_else(|| panic!("no value: {v}"));
         assert!(value > 0.0, "{v}");
         assert!(v["ops"].as_u64().is_some_and(|n| n > 0), "{v}");
+        assert_eq!(v["repeat"].as_u64(), Some(1), "{v}");
+        // Scheduler times are reported where the kernel has them.
+        assert!(v["cpu"].is_null() || v["cpu"]["share"].is_f64(), "{v}");
         for class in ["mmap_lock", "vma_lock"] {
             for field in LOCK_FIELDS {
                 assert!(v["locks"][class][field].is_u64(), "no {class}.{field}: {v}");
