@@ -168,3 +168,31 @@ fn bad_arguments_fail_with_one_line() {
         assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn a_failed_call_stops_the_run_with_one_line() {
+    // One VMA past vm.max_map_count's 65530: the resident population still
+    // fits, but the worker's own mmap must fail with ENOMEM, and the run
+    // must stop and say so instead of counting it.
+    let out = vmbench(&[
+        "run",
+        "--quick",
+        "--workloads",
+        "mmap1",
+        "--mode",
+        "threads",
+        "--index",
+        "maple",
+        "--threads",
+        "2",
+        "--resident",
+        "65531",
+    ]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("mmap of 128 MiB failed: ENOMEM"),
+        "{stderr}"
+    );
+}
