@@ -20,6 +20,7 @@ use maple::MapleTree;
 
 use super::VmaIndex;
 use crate::vma::Vma;
+use crate::Errno;
 
 mod rbtree;
 mod vmacache;
@@ -132,10 +133,8 @@ impl VmaIndex for LegacyIndex {
         }
     }
 
-    /// Panics if a VMA of `old` is not in the index with exactly its
-    /// range, or a VMA of `new` overlaps one left in it: either would
-    /// corrupt the tree, and a caller passing one has a bug.
-    fn replace(&mut self, old: &[Arc<Vma>], new: &[Arc<Vma>]) {
+    fn replace(&mut self, old: &[Arc<Vma>], new: &[Arc<Vma>]) -> Result<(), Errno> {
+        super::check_replace(self, old, new)?;
         // Bump first: no slot filled before this change may survive it.
         self.seq += 1;
         for v in old {
@@ -151,6 +150,7 @@ impl VmaIndex for LegacyIndex {
         for v in new {
             self.tree.insert(Arc::clone(v));
         }
+        Ok(())
     }
 
     fn gap_highest(&self, low: u64, high: u64, len: u64) -> Option<u64> {

@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use maple::MapleTree;
 
-use super::{uncovered, VmaIndex};
+use super::{check_replace, uncovered, VmaIndex};
+use crate::Errno;
 use crate::vma::Vma;
 
 /// VMAs in a [`MapleTree`], written in RCU mode (copy-on-write, one
@@ -71,15 +72,18 @@ impl VmaIndex for MapleIndex {
         out.extend(self.tree.range(start..end, &guard).map(|(_, _, v)| Arc::clone(v)));
     }
 
-    fn replace(&mut self, old: &[Arc<Vma>], new: &[Arc<Vma>]) {
+    fn replace(&mut self, old: &[Arc<Vma>], new: &[Arc<Vma>]) -> Result<(), Errno> {
+        check_replace(self, old, new)?;
         let mut w = self.tree.write();
         for v in new {
+            // Cannot fail: a VMA's range is never empty.
             w.store_range(v.start(), v.end() - 1, Arc::clone(v))
-                .expect("a VMA range is never empty");
+                .map_err(|_| Errno::EINVAL)?;
         }
         for (s, e) in uncovered(old, new) {
-            w.erase_range(s, e - 1).expect("an uncovered range is never empty");
+            w.erase_range(s, e - 1).map_err(|_| Errno::EINVAL)?;
         }
+        Ok(())
     }
 
     fn gap_highest(&self, low: u64, high: u64, len: u64) -> Option<u64> {

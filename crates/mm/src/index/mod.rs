@@ -16,6 +16,7 @@ use std::sync::Arc;
 use maple::MapleTree;
 
 use crate::vma::Vma;
+use crate::Errno;
 
 mod legacy;
 mod maple_index;
@@ -60,9 +61,14 @@ pub trait VmaIndex: Send + Sync {
 
     /// Remove the VMAs `old` (each present, with exactly its range) and
     /// insert the VMAs `new` (non-overlapping, and overlapping nothing but
-    /// ranges in `old`). Both slices are in address order. One call per change keeps lockless readers from
-    /// seeing a range the change keeps mapped go missing.
-    fn replace(&mut self, old: &[Arc<Vma>], new: &[Arc<Vma>]);
+    /// ranges in `old`). Both slices are in address order. One call per
+    /// change keeps lockless readers from seeing a range the change keeps
+    /// mapped go missing.
+    ///
+    /// `EINVAL`, with the index unchanged, if a VMA of `old` is not in the
+    /// index with exactly its range, or `new` is unordered, overlaps itself
+    /// or overlaps a VMA that stays.
+    fn replace(&mut self, old: &[Arc<Vma>], new: &[Arc<Vma>]) -> Result<(), Errno>;
 
     /// The end of the highest free area of at least `len` bytes within
     /// `[low, high)`: the highest `e` such that `[e - len, e)` is free and
@@ -161,4 +167,37 @@ pub(crate) fn uncovered(old: &[Arc<Vma>], new: &[Arc<Vma>]) -> Vec<(u64, u64)> {
         }
     }
     out
+}
+
+/// The argument check every [`VmaIndex::replace`] runs before it changes
+/// anything: `old` is present range for range, `new` is ordered and
+/// disjoint and overlaps nothing outside `old`.
+pub(crate) fn check_replace(
+    index: &dyn VmaIndex,
+    old: &[Arc<Vma>],
+    new: &[Arc<Vma>],
+) -> Result<(), Errno> {
+    let ordered = |v: &[Arc<Vma>]| v.windows(2).all(|w| w[0].end() <= w[1].start());
+    if !ordered(old) || !ordered(new) {
+        return Err(Errno::EINVAL);
+    }
+    for v in old {
+        match index.find(v.start()) {
+            Some(x) if x.start() == v.start() && x.end() == v.end() => {}
+            _ => return Err(Errno::EINVAL),
+        }
+    }
+    let mut hit = Vec::new();
+    for v in new {
+        hit.clear();
+        index.overlapping(v.start(), v.end(), &mut hit);
+        let replaced = |x: &Arc<Vma>| {
+            old.iter()
+                .any(|o| o.start() == x.start() && o.end() == x.end())
+        };
+        if !hit.iter().all(replaced) {
+            return Err(Errno::EINVAL);
+        }
+    }
+    Ok(())
 }

@@ -104,7 +104,9 @@ impl Mm {
         vmas: &[Arc<Vma>],
     ) -> Mm {
         let mut index = config.index.build();
-        index.replace(&[], vmas);
+        index
+            .replace(&[], vmas)
+            .expect("the VMAs of a new address space are ordered and disjoint");
         let lockless = index.lockless();
         let mut state = state(index);
         state.max_map_count = config.layout.max_map_count;
@@ -313,7 +315,9 @@ impl State {
             v.lock().write_lock();
         }
         let new: Vec<Arc<Vma>> = new.into_iter().map(Arc::new).collect();
-        self.index.replace(old, &new);
+        self.index
+            .replace(old, &new)
+            .expect("Mm replaces only indexed VMAs by disjoint ones");
         new
     }
 

@@ -12,6 +12,7 @@ use super::{vmacache, LegacyIndex};
 use crate::flags::{VmFlags, PAGE_SIZE};
 use crate::index::{MapleIndex, VmaIndex};
 use crate::vma::Vma;
+use crate::Errno;
 
 const P: u64 = PAGE_SIZE;
 
@@ -29,11 +30,20 @@ fn range(v: Option<Arc<Vma>>) -> Option<(u64, u64)> {
     v.map(|v| (v.start(), v.end()))
 }
 
+/// A maple index holding `r`.
+fn maple_with(r: &[(u64, u64)]) -> Box<dyn VmaIndex> {
+    let mut ix = MapleIndex::new();
+    for &(s, e) in r {
+        ix.replace(&[], &[vma(s, e)]).unwrap();
+    }
+    Box::new(ix)
+}
+
 /// An index holding `r`, inserted one replace at a time.
 fn legacy_with(r: &[(u64, u64)]) -> LegacyIndex {
     let mut ix = LegacyIndex::new();
     for &(s, e) in r {
-        ix.replace(&[], &[vma(s, e)]);
+        ix.replace(&[], &[vma(s, e)]).unwrap();
         ix.validate().unwrap();
     }
     ix
@@ -114,35 +124,41 @@ fn vma_ending_at_the_top_of_the_address_space() {
 fn replace_splits_and_merges() {
     let mut ix = LegacyIndex::new();
     let whole = vma(0x10000, 0x20000);
-    ix.replace(&[], std::slice::from_ref(&whole));
+    ix.replace(&[], std::slice::from_ref(&whole)).unwrap();
     let parts = [
         vma(0x10000, 0x14000),
         vma(0x14000, 0x15000),
         vma(0x15000, 0x20000),
     ];
-    ix.replace(&[whole], &parts);
+    ix.replace(&[whole], &parts).unwrap();
     ix.validate().unwrap();
     assert_eq!(ix.len(), 3);
     assert!(Arc::ptr_eq(&ix.find(0x14800).unwrap(), &parts[1]));
     let merged = vma(0x10000, 0x20000);
-    ix.replace(&parts, std::slice::from_ref(&merged));
+    ix.replace(&parts, std::slice::from_ref(&merged)).unwrap();
     ix.validate().unwrap();
     assert_eq!(ix.len(), 1);
     assert!(Arc::ptr_eq(&ix.find(0x14800).unwrap(), &merged));
 }
 
 #[test]
-#[should_panic(expected = "not in the index")]
-fn replace_of_a_missing_vma_panics() {
-    let mut ix = legacy_with(&[(P, 3 * P)]);
-    ix.replace(&[vma(P, 2 * P)], &[]);
+fn replace_of_a_missing_vma_is_refused() {
+    for mut ix in [Box::new(legacy_with(&[(P, 3 * P)])) as Box<dyn VmaIndex>, maple_with(&[(P, 3 * P)])] {
+        assert_eq!(ix.replace(&[vma(P, 2 * P)], &[]), Err(Errno::EINVAL));
+        assert_eq!(ix.len(), 1);
+        ix.validate().unwrap();
+    }
 }
 
 #[test]
-#[should_panic(expected = "overlaps")]
-fn insert_over_a_live_vma_panics() {
-    let mut ix = legacy_with(&[(P, 3 * P)]);
-    ix.replace(&[], &[vma(2 * P, 4 * P)]);
+fn insert_over_a_live_vma_is_refused() {
+    for mut ix in [Box::new(legacy_with(&[(P, 3 * P)])) as Box<dyn VmaIndex>, maple_with(&[(P, 3 * P)])] {
+        assert_eq!(ix.replace(&[], &[vma(2 * P, 4 * P)]), Err(Errno::EINVAL));
+        let two = [vma(4 * P, 6 * P), vma(5 * P, 7 * P)];
+        assert_eq!(ix.replace(&[], &two), Err(Errno::EINVAL), "overlapping new VMAs");
+        assert_eq!(ix.len(), 1);
+        ix.validate().unwrap();
+    }
 }
 
 /// Slots are reused LIFO, so a freed node's slot comes back.
@@ -150,10 +166,10 @@ fn insert_over_a_live_vma_panics() {
 fn arena_reuses_freed_slots() {
     let mut ix = LegacyIndex::new();
     let vs: Vec<_> = (0..100).map(|k| vma(k * 2 * P, k * 2 * P + P)).collect();
-    ix.replace(&[], &vs);
-    ix.replace(&vs, &[]);
+    ix.replace(&[], &vs).unwrap();
+    ix.replace(&vs, &[]).unwrap();
     ix.validate().unwrap();
-    ix.replace(&[], &vs);
+    ix.replace(&[], &vs).unwrap();
     ix.validate().unwrap();
     assert_eq!(ix.len(), 100);
 }
@@ -176,7 +192,7 @@ fn cache_hits_on_repeat_and_on_other_pages_of_the_vma() {
 fn cache_invalidated_by_replace_on_another_thread() {
     let a = vma(0x10 * P, 0x20 * P);
     let ix = Arc::new(RwLock::new(LegacyIndex::new()));
-    ix.write().unwrap().replace(&[], std::slice::from_ref(&a));
+    ix.write().unwrap().replace(&[], std::slice::from_ref(&a)).unwrap();
 
     let addr = 0x18 * P;
     assert!(Arc::ptr_eq(&ix.read().unwrap().find(addr).unwrap(), &a));
@@ -194,6 +210,7 @@ fn cache_invalidated_by_replace_on_another_thread() {
             ix.write()
                 .unwrap()
                 .replace(std::slice::from_ref(&a), std::slice::from_ref(&a2))
+                .unwrap()
         });
     });
 
@@ -207,7 +224,7 @@ fn cache_invalidated_by_replace_on_another_thread() {
 
     // And an unmap on the other thread leaves nothing to find.
     std::thread::scope(|s| {
-        s.spawn(|| ix.write().unwrap().replace(std::slice::from_ref(&a2), &[]));
+        s.spawn(|| ix.write().unwrap().replace(std::slice::from_ref(&a2), &[]).unwrap());
     });
     assert!(ix.read().unwrap().find(addr).is_none());
     ix.read().unwrap().validate().unwrap();
@@ -229,8 +246,8 @@ fn two_indexes_do_not_share_cache_entries() {
     let mut y = legacy_with(&[(0x10 * P, 0x20 * P), (0x40 * P, 0x50 * P)]);
     let mut x = legacy_with(&[(0x10 * P, 0x20 * P), (0x40 * P, 0x50 * P)]);
     let old = y.find(0x10 * P).unwrap();
-    y.replace(&[old], &[]);
-    x.replace(&[], &[]);
+    y.replace(&[old], &[]).unwrap();
+    x.replace(&[], &[]).unwrap();
     assert!(x.find(0x10 * P).is_some());
     assert!(y.find(0x10 * P).is_none());
     y.validate().unwrap();
@@ -377,8 +394,8 @@ impl Trio {
         if let Some(last) = old.last().filter(|v| v.end() > end) {
             new.push(Arc::new(last.resized(end, last.end())));
         }
-        self.legacy.replace(&old, &new);
-        self.maple.replace(&old, &new);
+        self.legacy.replace(&old, &new).unwrap();
+        self.maple.replace(&old, &new).unwrap();
         self.oracle.replace(&old, &new);
     }
 
@@ -605,20 +622,20 @@ fn ordered_inserts_and_removals() {
             ins.reverse();
         }
         for v in &ins {
-            ix.replace(&[], std::slice::from_ref(v));
+            ix.replace(&[], std::slice::from_ref(v)).unwrap();
             ix.validate().unwrap();
         }
         // Remove every third, then the rest from the middle outwards.
         let mut left: Vec<_> = vs.clone();
         let thirds: Vec<_> = left.iter().step_by(3).cloned().collect();
         for v in &thirds {
-            ix.replace(std::slice::from_ref(v), &[]);
+            ix.replace(std::slice::from_ref(v), &[]).unwrap();
             ix.validate().unwrap();
         }
         left.retain(|v| !thirds.iter().any(|t| Arc::ptr_eq(t, v)));
         while !left.is_empty() {
             let v = left.remove(left.len() / 2);
-            ix.replace(&[v], &[]);
+            ix.replace(&[v], &[]).unwrap();
             ix.validate().unwrap();
             let o = Oracle { vmas: left.clone() };
             assert_eq!(
