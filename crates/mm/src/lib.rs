@@ -31,7 +31,9 @@ pub mod layout;
 pub mod lockstat;
 mod mm;
 pub mod procmaps;
+mod sync;
 mod vma;
+mod vma_lock;
 
 pub use errno::Errno;
 pub use file::File;

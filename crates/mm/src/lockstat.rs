@@ -90,7 +90,10 @@ impl LockStats {
     }
 }
 
+/// One thread's counters, aligned to two cache lines so that two threads'
+/// shards never share a line (or an adjacent-line prefetch pair).
 #[derive(Default)]
+#[repr(align(128))]
 struct Shard {
     counters: [[AtomicU64; 4]; CLASSES],
 }

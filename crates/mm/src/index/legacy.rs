@@ -1,5 +1,19 @@
-//! TEMPORARY: replaced by the augmented rbtree + list + vmacache index.
-use std::collections::BTreeMap;
+//! The VMA index Linux used before the maple tree (up to 6.0).
+//!
+//! Three structures, each for the job it did in the old kernel:
+//!
+//! * an augmented red-black tree ([`rbtree`]) keyed by address, whose
+//!   nodes record the largest free gap in their subtree
+//!   (`rb_subtree_gap`), so lookups and free-area searches are `O(log n)`;
+//! * a sorted doubly linked list through the same nodes (`vm_next`,
+//!   `vm_prev`), so walks and neighbour lookups cost `O(1)` a step;
+//! * a per-thread 4-entry cache of recent lookups ([`vmacache`]),
+//!   invalidated wholesale by a per-index sequence number.
+//!
+//! None of it is safe to read during a change, which is why the old
+//! kernel's page faults took `mmap_lock` for read: [`LegacyIndex`] offers
+//! no lockless readers.
+
 use std::sync::Arc;
 
 use maple::MapleTree;
@@ -7,16 +21,71 @@ use maple::MapleTree;
 use super::VmaIndex;
 use crate::vma::Vma;
 
-/// Temporary.
-#[derive(Default)]
+mod rbtree;
+mod vmacache;
+
+#[cfg(test)]
+mod tests;
+
+use rbtree::{VmaTree, NIL};
+
+/// Augmented rbtree + sorted list + per-thread VMA cache: the VMA index
+/// of Linux before 6.1.
+///
+/// ```
+/// use mm::index::{LegacyIndex, VmaIndex};
+/// let index = LegacyIndex::new();
+/// assert!(index.is_empty());
+/// assert!(index.lockless().is_none());
+/// assert_eq!(index.gap_lowest(0x1000, 0x9000, 0x2000), Some(0x1000));
+/// assert_eq!(index.gap_highest(0x1000, 0x9000, 0x2000), Some(0x9000));
+/// assert_eq!(index.validate(), Ok(()));
+/// ```
+#[derive(Debug)]
 pub struct LegacyIndex {
-    map: BTreeMap<u64, Arc<Vma>>,
+    tree: VmaTree,
+    /// Identity for the VMA cache: unique per index for the process's
+    /// life, so one index never serves another's cached nodes.
+    id: u64,
+    /// Bumped by every change (`mm->vmacache_seqnum`); a cache slot is
+    /// valid only at the number it was filled at. Writers have `&mut
+    /// self`, so readers never see it move under them.
+    seq: u64,
 }
 
 impl LegacyIndex {
     /// An empty index.
     pub fn new() -> LegacyIndex {
-        LegacyIndex::default()
+        LegacyIndex {
+            tree: VmaTree::new(),
+            id: vmacache::new_id(),
+            seq: 0,
+        }
+    }
+
+    /// `find_vma`: the node of the first VMA ending above `addr`, or
+    /// `NIL`. Tries this thread's cache first, then walks the tree and
+    /// caches what it found, like the kernel (which cached the VMA above
+    /// a hole too; a slot only hits for addresses inside its VMA).
+    fn find_vma(&self, addr: u64) -> u32 {
+        if let Some(i) = vmacache::lookup(self.id, self.seq, &self.tree, addr) {
+            return i;
+        }
+        let i = self.tree.find_next(addr);
+        if i != NIL {
+            vmacache::update(self.id, self.seq, addr, i);
+        }
+        i
+    }
+
+    fn vma_at(&self, i: u32) -> Option<Arc<Vma>> {
+        (i != NIL).then(|| Arc::clone(self.tree.vma(i)))
+    }
+}
+
+impl Default for LegacyIndex {
+    fn default() -> Self {
+        LegacyIndex::new()
     }
 }
 
@@ -24,51 +93,101 @@ impl VmaIndex for LegacyIndex {
     fn name(&self) -> &'static str {
         "legacy"
     }
+
     fn len(&self) -> usize {
-        self.map.len()
+        self.tree.len()
     }
+
     fn find(&self, addr: u64) -> Option<Arc<Vma>> {
-        self.find_next(addr).filter(|v| v.start() <= addr)
+        let i = self.find_vma(addr);
+        if i == NIL || self.tree.start(i) > addr {
+            return None;
+        }
+        self.vma_at(i)
     }
+
     fn find_next(&self, addr: u64) -> Option<Arc<Vma>> {
-        self.map.range(addr.saturating_add(1)..).next().map(|(_, v)| v.clone())
+        self.vma_at(self.find_vma(addr))
     }
+
+    /// `find_vma_prev`, then a step back on the list unless the VMA found
+    /// contains `addr`: every VMA before the first one ending above
+    /// `addr` starts below it.
     fn find_prev(&self, addr: u64) -> Option<Arc<Vma>> {
-        self.map.values().filter(|v| v.start() < addr).last().cloned()
+        let i = self.find_vma(addr);
+        if i != NIL && self.tree.start(i) < addr {
+            return self.vma_at(i);
+        }
+        self.vma_at(self.tree.prev(i))
     }
+
     fn overlapping(&self, start: u64, end: u64, out: &mut Vec<Arc<Vma>>) {
-        out.extend(self.map.range(start.saturating_add(1)..).map(|(_, v)| v).take_while(|v| v.start() < end).cloned());
+        if start >= end {
+            return;
+        }
+        let mut i = self.find_vma(start);
+        while i != NIL && self.tree.start(i) < end {
+            out.push(Arc::clone(self.tree.vma(i)));
+            i = self.tree.next(i);
+        }
     }
+
+    /// Panics if a VMA of `old` is not in the index with exactly its
+    /// range, or a VMA of `new` overlaps one left in it: either would
+    /// corrupt the tree, and a caller passing one has a bug.
     fn replace(&mut self, old: &[Arc<Vma>], new: &[Arc<Vma>]) {
-        for o in old { self.map.remove(&o.end()); }
-        for n in new { self.map.insert(n.end(), n.clone()); }
+        // Bump first: no slot filled before this change may survive it.
+        self.seq += 1;
+        for v in old {
+            let i = self.tree.lookup_start(v.start());
+            assert!(
+                i != NIL && self.tree.vma(i).end() == v.end(),
+                "replace: VMA [{:#x}, {:#x}) is not in the index",
+                v.start(),
+                v.end()
+            );
+            self.tree.remove(i);
+        }
+        for v in new {
+            self.tree.insert(Arc::clone(v));
+        }
     }
+
     fn gap_highest(&self, low: u64, high: u64, len: u64) -> Option<u64> {
-        let mut top = high;
-        for v in self.map.values().rev() {
-            if v.start() >= top { top = top.min(v.start()); continue; }
-            if v.end() < top && top - v.end().max(low) >= len && top >= low + len { return Some(top); }
-            top = top.min(v.start());
-            if top < low { return None; }
-        }
-        (top >= low && top - low >= len).then_some(top)
+        self.tree.gap_highest(low, high, len)
     }
+
     fn gap_lowest(&self, low: u64, high: u64, len: u64) -> Option<u64> {
-        let mut bot = low;
-        for v in self.map.values() {
-            if v.end() <= bot { continue; }
-            if v.start() > bot && v.start().min(high) >= bot + len { return Some(bot); }
-            bot = bot.max(v.end());
-        }
-        (high >= bot && high - bot >= len).then_some(bot)
+        self.tree.gap_lowest(low, high, len)
     }
+
     fn for_each(&self, f: &mut dyn FnMut(&Arc<Vma>)) {
-        self.map.values().for_each(f)
+        let mut i = self.tree.head();
+        while i != NIL {
+            f(self.tree.vma(i));
+            i = self.tree.next(i);
+        }
     }
+
     fn lockless(&self) -> Option<Arc<MapleTree<Arc<Vma>>>> {
         None
     }
+
+    /// Checks: red-black rules (black root and sentinel, no red node with
+    /// a red child, equal black height on every path); parent links; BST
+    /// order with the VMAs disjoint and each keyed by its own range; every
+    /// node's subtree gap equal to the largest gap below a VMA in its
+    /// subtree; the list equal to the in-order sequence, with consistent
+    /// back links, head and tail; the length, and every arena slot either
+    /// live or on the free list; and this thread's valid cache slots
+    /// naming live nodes.
     fn validate(&self) -> Result<(), String> {
+        self.tree.validate()?;
+        for i in vmacache::valid_nodes(self.id, self.seq) {
+            if !self.tree.is_live(i) {
+                return Err(format!("VMA cache names node {i}, which is not live"));
+            }
+        }
         Ok(())
     }
 }

@@ -48,7 +48,10 @@ pub trait VmaIndex: Send + Sync {
     /// containing `addr`, or else the next one up.
     fn find_next(&self, addr: u64) -> Option<Arc<Vma>>;
 
-    /// The last VMA that starts below `addr`.
+    /// The last VMA that starts below `addr`: the VMA containing `addr - 1`
+    /// if there is one (so, unlike the kernel's `find_vma_prev`, the VMA
+    /// containing `addr` itself when `addr` is not its start). Callers that
+    /// want the neighbour ending at `addr` check `end() == addr`.
     fn find_prev(&self, addr: u64) -> Option<Arc<Vma>>;
 
     /// Append to `out` every VMA intersecting `[start, end)`, in address
@@ -57,17 +60,18 @@ pub trait VmaIndex: Send + Sync {
 
     /// Remove the VMAs `old` (each present, with exactly its range) and
     /// insert the VMAs `new` (non-overlapping, and overlapping nothing but
-    /// ranges in `old`). One call per change keeps lockless readers from
+    /// ranges in `old`). Both slices are in address order. One call per change keeps lockless readers from
     /// seeing a range the change keeps mapped go missing.
     fn replace(&mut self, old: &[Arc<Vma>], new: &[Arc<Vma>]);
 
     /// The end of the highest free area of at least `len` bytes within
     /// `[low, high)`: the highest `e` such that `[e - len, e)` is free and
     /// `low <= e - len`, `e <= high`. Guard gaps are the caller's business.
+    /// `None` if there is none, and for `len == 0` or `high <= low`.
     fn gap_highest(&self, low: u64, high: u64, len: u64) -> Option<u64>;
 
     /// The start of the lowest free area of at least `len` bytes within
-    /// `[low, high)`.
+    /// `[low, high)`; `None` as for [`gap_highest`](VmaIndex::gap_highest).
     fn gap_lowest(&self, low: u64, high: u64, len: u64) -> Option<u64>;
 
     /// Call `f` on every VMA in address order.

@@ -1,0 +1,17 @@
+//! The atomics the lock protocols use: std's, or shuttle's when the crate
+//! is built for the concurrency model (`--cfg vmscale_shuttle`), so the
+//! model test explores the real code's interleavings.
+
+#[cfg(vmscale_shuttle)]
+pub(crate) use shuttle::sync::atomic::{AtomicU32, Ordering};
+#[cfg(not(vmscale_shuttle))]
+pub(crate) use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Let another thread run while waiting (a model-checker scheduling point
+/// under shuttle).
+pub(crate) fn yield_now() {
+    #[cfg(vmscale_shuttle)]
+    shuttle::thread::yield_now();
+    #[cfg(not(vmscale_shuttle))]
+    std::thread::yield_now();
+}

@@ -1,0 +1,280 @@
+//! Property tests of the address-space model's contract, independent of
+//! the kernel: a refused call changes nothing, every step leaves valid
+//! VMAs, and both VMA indexes give the same map.
+
+use mm::{Access, Errno, IndexKind, Layout, MapFlags, Mm, MmConfig, MremapFlags, Prot};
+use proptest::prelude::*;
+
+const PAGE: u64 = 4096;
+/// A private window of the model's address space the ops stay near.
+const BASE: u64 = 0x1000_0000_0000;
+const WINDOW_PAGES: u64 = 64;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Mmap { page: u64, pages: u64, prot: u32, flags: u32 },
+    Munmap { page: u64, pages: u64 },
+    Mprotect { page: u64, pages: u64, prot: u32 },
+    Mremap { page: u64, old: u64, new: u64, flags: u32, to: u64 },
+    Brk { pages: i64 },
+    Fault { page: u64, write: bool },
+}
+
+fn addr(page: u64) -> u64 {
+    BASE + page * PAGE
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let page = 0..WINDOW_PAGES;
+    let pages = 0..8u64;
+    let prot = prop_oneof![0..8u32, Just(0x10u32), Just(0x0100_0000u32)];
+    let flags = prop_oneof![
+        Just(0x22u32),                // private anonymous
+        Just(0x32u32),                // ... fixed
+        Just(0x10_0022u32),           // ... fixed_noreplace
+        Just(0x21u32),                // shared anonymous
+        Just(0x0122u32),              // grows-down
+        Just(0x4022u32),              // noreserve
+        Just(0x20u32),                // no type: EINVAL
+        Just(0x8022u32),              // populate
+    ];
+    prop_oneof![
+        (page.clone(), pages.clone(), prot.clone(), flags).prop_map(|(page, pages, prot, flags)| Op::Mmap { page, pages, prot, flags }),
+        (page.clone(), pages.clone()).prop_map(|(page, pages)| Op::Munmap { page, pages }),
+        (page.clone(), pages.clone(), prot).prop_map(|(page, pages, prot)| Op::Mprotect { page, pages, prot }),
+        (page.clone(), pages.clone(), pages, 0..8u32, page.clone()).prop_map(|(page, old, new, flags, to)| Op::Mremap { page, old, new, flags, to }),
+        (-4i64..8).prop_map(|pages| Op::Brk { pages }),
+        (page, any::<bool>()).prop_map(|(page, write)| Op::Fault { page, write }),
+    ]
+}
+
+/// Apply `op`; `Err` carries the errno of a refused call.
+fn apply(mm: &Mm, op: &Op, heap: u64) -> Result<u64, Errno> {
+    match *op {
+        Op::Mmap { page, pages, prot, flags } => mm.mmap(
+            addr(page),
+            pages * PAGE,
+            Prot::from_bits_retain(prot),
+            MapFlags::from_bits_retain(flags),
+            None,
+            0,
+        ),
+        Op::Munmap { page, pages } => mm.munmap(addr(page), pages * PAGE).map(|_| 0),
+        Op::Mprotect { page, pages, prot } => mm
+            .mprotect(addr(page), pages * PAGE, Prot::from_bits_retain(prot))
+            .map(|_| 0),
+        Op::Mremap { page, old, new, flags, to } => mm.mremap(
+            addr(page),
+            old * PAGE,
+            new * PAGE,
+            MremapFlags::from_bits_retain(flags),
+            addr(to + WINDOW_PAGES),
+        ),
+        Op::Brk { pages } => {
+            let want = heap.wrapping_add_signed(pages * PAGE as i64);
+            let got = mm.brk(want);
+            if got == want {
+                Ok(got)
+            } else {
+                Err(Errno::ENOMEM)
+            }
+        }
+        Op::Fault { page, write } => {
+            let access = if write { Access::Write } else { Access::Read };
+            mm.fault(addr(page), access).map(|_| 0).map_err(|e| e.errno())
+        }
+    }
+}
+
+/// The map without inode numbers (each model numbers its files itself).
+fn shape(mm: &Mm) -> Shape {
+    mm.maps()
+        .into_iter()
+        .map(|e| (e.start, e.end, e.perms(), e.offset, e.name))
+        .collect()
+}
+
+type Shape = Vec<(u64, u64, String, u64, Option<String>)>;
+
+/// Every page outside `touched` is mapped alike (or unmapped) in both maps.
+fn same_outside(before: &Shape, after: &Shape, touched: &[(u64, u64)]) -> Result<(), String> {
+    let at = |m: &Shape, a: u64| {
+        m.iter()
+            .find(|e| e.0 <= a && a < e.1)
+            .map(|e| {
+                // A file page's offset is fixed; an anonymous page has none
+                // to compare (its VMA's extent may change on a split).
+                let file = e.4.as_ref().is_some_and(|n| !n.starts_with('['));
+                (e.2.clone(), if file { e.3 + (a - e.0) } else { 0 }, e.4.clone())
+            })
+    };
+    for page in 0..4 * WINDOW_PAGES {
+        let a = addr(page);
+        if touched.iter().any(|&(s, e)| s <= a && a < e) {
+            continue;
+        }
+        if at(before, a) != at(after, a) {
+            return Err(format!("page {a:#x} changed outside the call's range: {:?} -> {:?}", at(before, a), at(after, a)));
+        }
+    }
+    Ok(())
+}
+
+fn config(index: IndexKind, max_map_count: usize) -> MmConfig {
+    MmConfig {
+        layout: Layout {
+            max_map_count,
+            ..Layout::default()
+        },
+        index,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("MM_PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(256),
+        ..ProptestConfig::default()
+    })]
+
+    /// A refused call leaves the map exactly as it was, every step leaves
+    /// a valid map, and the maple and legacy indexes agree throughout.
+    /// The one documented exception is Linux's own: `mprotect` changes
+    /// VMAs in address order and stops at a hole or a refused VMA, so a
+    /// failed `mprotect` may have changed VMAs inside its range, and only
+    /// there.
+    #[test]
+    fn refused_calls_change_nothing(ops in proptest::collection::vec(op(), 1..60), max in 6usize..40) {
+        let maple = Mm::new(config(IndexKind::Maple, max));
+        let legacy = Mm::new(config(IndexKind::Legacy, max));
+        let heap = BASE + 2 * WINDOW_PAGES * PAGE + (1 << 30);
+        maple.set_brk_base(heap);
+        legacy.set_brk_base(heap);
+        for op in &ops {
+            let before = shape(&maple);
+            let brk_before = maple.brk_value();
+            let r = apply(&maple, op, heap);
+            let r2 = apply(&legacy, op, heap);
+            prop_assert_eq!(r, r2, "indexes disagree on {:?}", op);
+            maple.validate().map_err(TestCaseError::fail)?;
+            legacy.validate().map_err(TestCaseError::fail)?;
+            prop_assert_eq!(shape(&maple), shape(&legacy), "maps differ after {:?}", op);
+            if r.is_err() {
+                prop_assert_eq!(maple.brk_value(), brk_before);
+                match op {
+                    Op::Mprotect { page, pages, prot } => {
+                        // PROT_GROWSDOWN extends the range down to the
+                        // start of the grows-down VMA.
+                        let lo = if prot & 0x0100_0000 != 0 { 0 } else { addr(*page) };
+                        let hi = addr(*page) + pages * PAGE;
+                        same_outside(&before, &shape(&maple), &[(lo, hi)]).map_err(|e| TestCaseError::fail(format!("{op:?}: {r:?}: {e}")))?;
+                    }
+                    Op::Mremap { page, old, new, to, .. } => {
+                        // Linux unmaps the MREMAP_FIXED target and the
+                        // shrunk tail before it checks the source VMA.
+                        let src = (addr(*page), addr(*page) + old * PAGE);
+                        let dst = (addr(to + WINDOW_PAGES), addr(to + WINDOW_PAGES) + new * PAGE);
+                        same_outside(&before, &shape(&maple), &[src, dst]).map_err(TestCaseError::fail)?;
+                    }
+                    Op::Fault { .. } => {}
+                    _ => prop_assert_eq!(&before, &shape(&maple), "failed {:?} changed the map", op),
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn split_and_merge_round_trip() {
+    let mm = Mm::new(MmConfig::default());
+    let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+    let rw = Prot::READ | Prot::WRITE;
+    let a = mm.mmap(0, 8 * PAGE, rw, anon, None, 0).unwrap();
+    mm.mprotect(a + 2 * PAGE, 2 * PAGE, Prot::READ).unwrap();
+    assert_eq!(mm.map_count(), 3);
+    mm.mprotect(a + 2 * PAGE, 2 * PAGE, rw).unwrap();
+    assert_eq!(mm.map_count(), 1);
+    mm.munmap(a + 3 * PAGE, PAGE).unwrap();
+    assert_eq!(mm.map_count(), 2);
+    // Refilling the hole merges all three again.
+    mm.mmap(a + 3 * PAGE, PAGE, rw, anon | MapFlags::FIXED, None, 0).unwrap();
+    assert_eq!(mm.map_count(), 1);
+    mm.validate().unwrap();
+}
+
+#[test]
+fn first_write_fault_gives_an_anon_vma_and_blocks_unrelated_merges() {
+    let mm = Mm::new(MmConfig::default());
+    let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+    let rw = Prot::READ | Prot::WRITE;
+    let a = mm.mmap(BASE, PAGE, rw, anon | MapFlags::FIXED, None, 0).unwrap();
+    assert!(mm.find_vma(a).unwrap().anon().is_none());
+    mm.fault(a, Access::Write).unwrap();
+    assert!(mm.find_vma(a).unwrap().anon().is_some());
+    // A read fault never needs one.
+    let b = mm.mmap(BASE + 4 * PAGE, PAGE, rw, anon | MapFlags::FIXED, None, 0).unwrap();
+    mm.fault(b, Access::Read).unwrap();
+    assert!(mm.find_vma(b).unwrap().anon().is_none());
+}
+
+#[test]
+fn fork_copies_and_exit_empties() {
+    let parent = Mm::new(MmConfig::default());
+    let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+    let a = parent.mmap(0, 4 * PAGE, Prot::READ | Prot::WRITE, anon, None, 0).unwrap();
+    parent.fault(a, Access::Write).unwrap();
+    let child = parent.fork();
+    assert_eq!(child.maps(), parent.maps());
+    let (p, c) = (parent.find_vma(a).unwrap(), child.find_vma(a).unwrap());
+    assert!(!p.anon().unwrap().inherited);
+    assert!(c.anon().unwrap().inherited);
+    child.exit();
+    assert_eq!(child.map_count(), 0);
+    assert_eq!(parent.map_count(), 1);
+}
+
+#[test]
+fn exec_maps_an_image() {
+    use mm::{File, Image, Segment};
+    let exe = File::new("/usr/bin/prog", 0x5000);
+    let ld = File::new("/usr/lib/ld.so", 0x3000);
+    let mm = Mm::new(MmConfig::default());
+    let seg = |file: &std::sync::Arc<File>, offset, vaddr, filesz, memsz, prot| Segment {
+        file: file.clone(),
+        offset,
+        vaddr,
+        filesz,
+        memsz,
+        prot,
+    };
+    let image = Image {
+        segments: vec![
+            seg(&exe, 0, 0x400000, 0x1000, 0x1000, Prot::READ),
+            seg(&exe, 0x1000, 0x401000, 0x2000, 0x2000, Prot::READ | Prot::EXEC),
+            seg(&exe, 0x3000, 0x403000, 0x1800, 0x4000, Prot::READ | Prot::WRITE),
+        ],
+        interp: vec![
+            seg(&ld, 0, 0, 0x1000, 0x1000, Prot::READ),
+            seg(&ld, 0x1000, 0x1000, 0x2000, 0x2000, Prot::READ | Prot::EXEC),
+        ],
+        stack_size: 132 * 1024,
+    };
+    mm.exec(&image).unwrap();
+    let names: Vec<_> = mm.maps().into_iter().map(|e| e.name.unwrap_or_default()).collect();
+    assert!(names.iter().filter(|n| *n == "/usr/bin/prog").count() == 3, "{names:?}");
+    assert!(names.iter().any(|n| n == "/usr/lib/ld.so"), "{names:?}");
+    assert!(names.iter().any(|n| n == "[stack]"), "{names:?}");
+    // The heap starts after the bss.
+    assert_eq!(mm.brk(0), 0x407000);
+    mm.validate().unwrap();
+}
+
+#[test]
+fn max_map_count_refuses_splits() {
+    let mm = Mm::new(config(IndexKind::Maple, 1));
+    let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+    let a = mm.mmap(0, 3 * PAGE, Prot::READ, anon, None, 0).unwrap();
+    let before = mm.maps();
+    assert_eq!(mm.munmap(a + PAGE, PAGE), Err(Errno::ENOMEM));
+    assert_eq!(mm.mprotect(a + PAGE, PAGE, Prot::NONE), Err(Errno::ENOMEM));
+    assert_eq!(mm.maps(), before);
+}
