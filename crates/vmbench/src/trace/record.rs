@@ -131,7 +131,7 @@ fn header_lines(smaps: &str) -> Vec<String> {
             let first = l.split_whitespace().next().unwrap_or("");
             first.contains('-') && !first.ends_with(':')
         })
-        .map(|l| normalize(l))
+        .map(normalize)
         .collect()
 }
 
