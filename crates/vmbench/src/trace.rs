@@ -19,6 +19,7 @@ mod ptrace;
 mod record;
 mod replay;
 
+use std::io::Write as _;
 use std::path::PathBuf;
 
 use mm::IndexKind;
@@ -70,7 +71,7 @@ pub fn record(args: &RecordArgs) -> Result<(), BenchError> {
         .count();
     eprintln!(
         "vmbench record: {} ({}): {calls} calls in {spaces} address spaces, {} events, written to {}",
-        args.command.join(" "),
+        quote(&args.command),
         trace.status,
         trace.events.len(),
         args.out.display()
@@ -83,12 +84,16 @@ pub fn record(args: &RecordArgs) -> Result<(), BenchError> {
 pub fn replay(args: &ReplayArgs) -> Result<(), BenchError> {
     let trace = Trace::load(&args.trace).map_err(|e| BenchError(format!("replay: {e}")))?;
     let outcome = replay::replay(&trace, args.index);
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut text = String::new();
     for d in &outcome.diffs {
-        println!("{d}");
+        text.push_str(d);
+        text.push('\n');
     }
     if args.verbose {
         for n in &outcome.notes {
-            println!("note: {n}");
+            text.push_str(&format!("note: {n}\n"));
         }
     }
     let per_call: Vec<String> = outcome
@@ -96,10 +101,10 @@ pub fn replay(args: &ReplayArgs) -> Result<(), BenchError> {
         .iter()
         .map(|(name, n)| format!("{name} {n}"))
         .collect();
-    println!(
-        "replay {} ({}; index {}): {} calls ({}), {} address spaces, {} final maps, {} not modelled, {} differences",
+    text.push_str(&format!(
+        "replay {} [{}] index {}: {} calls ({}), {} address spaces, {} final maps, {} not modelled, {} differences\n",
         args.trace.display(),
-        trace.command.join(" "),
+        quote(&trace.command),
         args.index,
         outcome.total_calls(),
         per_call.join(", "),
@@ -107,7 +112,10 @@ pub fn replay(args: &ReplayArgs) -> Result<(), BenchError> {
         outcome.finals,
         outcome.notes.len(),
         outcome.diffs.len()
-    );
+    ));
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| BenchError(format!("replay: writing the report: {e}")))?;
     if outcome.diffs.is_empty() {
         Ok(())
     } else {
@@ -118,10 +126,34 @@ pub fn replay(args: &ReplayArgs) -> Result<(), BenchError> {
     }
 }
 
-/// Default index name for `--index`, checked to parse.
+/// A command line on one line: arguments with spaces, quotes or control
+/// characters are quoted and escaped.
+fn quote(command: &[String]) -> String {
+    command
+        .iter()
+        .map(|a| {
+            let plain = !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "/._-=+,:@%".contains(c));
+            if plain {
+                a.clone()
+            } else {
+                format!("{a:?}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn commands_quote_to_one_line() {
+        let cmd = ["sh", "-c", "a b\nc", ""].map(String::from);
+        assert_eq!(quote(&cmd), "sh -c \"a b\\nc\" \"\"");
+    }
 
     #[test]
     fn index_names_parse() {

@@ -8,13 +8,15 @@ use std::path::{Path, PathBuf};
 use assert_cmd::Command;
 
 /// The committed fixtures and the least number of calls each holds.
-const FIXTURES: [(&str, usize); 3] = [
+const FIXTURES: [(&str, usize); 4] = [
     // env -i /bin/ls -d /          (exec chain env -> ls, shared libraries)
     ("ls.json", 50),
     // env -i /bin/sh -c '/bin/true | /bin/cat; /bin/echo done'   (forks, execs)
     ("sh-pipeline.json", 80),
     // env -i PERL_HASH_SEED=0 ... perl -Mthreads ... (threads, fork, mremap)
     ("perl-threads.json", 600),
+    // python3 -c "$(cat anon-vma.py)"  (anon_vmas decide a merge)
+    ("anon-vma.json", 80),
 ];
 
 fn fixture(name: &str) -> PathBuf {
@@ -82,17 +84,21 @@ fn replay_ok(path: &Path, index: &str) -> usize {
             path.display()
         );
     }
+    calls_of(&stdout, index)
+}
+
+/// The call count of a replay's summary line.
+fn calls_of(stdout: &str, index: &str) -> usize {
     let summary = stdout
         .lines()
         .find(|l| l.starts_with("replay "))
         .unwrap_or_else(|| panic!("no summary line in:\n{stdout}"));
-    let calls = summary
-        .split("): ")
-        .nth(1)
-        .and_then(|rest| rest.split(' ').next())
+    let marker = format!(" index {index}: ");
+    summary
+        .rsplit_once(&marker)
+        .and_then(|(_, rest)| rest.split(' ').next())
         .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("cannot read the call count of {summary:?}"));
-    calls
+        .unwrap_or_else(|| panic!("cannot read the call count of {summary:?}"))
 }
 
 #[test]
@@ -106,6 +112,28 @@ fn fixtures_replay_with_both_indexes() {
             );
         }
     }
+}
+
+/// The `sync` events carry what a system-call trace cannot show. In
+/// `anon-vma.json` two VMAs get different anon_vmas from write faults
+/// before the hole between them is mapped, so the new VMA merges with one
+/// neighbour only; without the `sync` events the model merges all three.
+#[test]
+fn hidden_state_decides_a_merge() {
+    let text = std::fs::read_to_string(fixture("anon-vma.json")).unwrap();
+    let mut trace: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let events = trace["events"].as_array_mut().unwrap();
+    let before = events.len();
+    events.retain(|e| e["ev"] != "sync");
+    assert!(events.len() < before);
+    let path = scratch("nosync.json");
+    std::fs::write(&path, serde_json::to_string(&trace).unwrap()).unwrap();
+    let out = vmbench().arg("replay").arg(&path).output().unwrap();
+    let _ = std::fs::remove_file(&path);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{stdout}");
+    assert!(!only_known_heap_naming_differences(&stdout), "{stdout}");
+    assert!(stdout.contains("final map of space"), "{stdout}");
 }
 
 #[test]
