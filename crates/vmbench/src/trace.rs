@@ -57,12 +57,22 @@ pub struct ReplayArgs {
 
 /// Runs `vmbench record`.
 pub fn record(args: &RecordArgs) -> Result<(), BenchError> {
-    let trace = record::record(&args.command).map_err(|e| BenchError(format!("record: {e}")))?;
+    let write_err =
+        |e: std::io::Error| BenchError(format!("record: writing {}: {e}", args.out.display()));
+    // Create the file first, so that a bad path fails before the command runs.
+    let mut file = std::fs::File::create(&args.out).map_err(write_err)?;
+    let trace = match record::record(&args.command) {
+        Ok(trace) => trace,
+        Err(e) => {
+            drop(file);
+            let _ = std::fs::remove_file(&args.out);
+            return Err(BenchError(format!("record: {e}")));
+        }
+    };
     let text = trace
         .to_text()
         .map_err(|e| BenchError(format!("record: encoding the trace: {e}")))?;
-    std::fs::write(&args.out, text)
-        .map_err(|e| BenchError(format!("record: writing {}: {e}", args.out.display())))?;
+    file.write_all(text.as_bytes()).map_err(write_err)?;
     let calls = trace.events.iter().filter(|e| e.is_call()).count();
     let spaces = trace
         .events

@@ -267,4 +267,19 @@ fn record_refuses_a_missing_command() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
     assert!(!path.exists());
+
+    let out = vmbench()
+        .args([
+            "record",
+            "--out",
+            "/nonexistent/dir/t.json",
+            "--",
+            "/bin/true",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("/nonexistent/dir/t.json"), "{stderr}");
 }

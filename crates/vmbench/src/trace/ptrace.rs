@@ -195,11 +195,17 @@ pub fn kill(pid: Pid) {
     unsafe { libc::kill(pid, libc::SIGKILL) };
 }
 
+/// `AUDIT_ARCH_X86_64`: a 64-bit system call.
+pub const ARCH_X86_64: u32 = 0xc000_003e;
+
 /// What `PTRACE_GET_SYSCALL_INFO` reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SyscallInfo {
     /// Stopped at a system call's entry.
     Entry {
+        /// The calling convention (`AUDIT_ARCH_*`): the numbers below are
+        /// x86-64 ones only when this is [`ARCH_X86_64`].
+        arch: u32,
         /// System call number.
         nr: u64,
         /// Its six arguments.
@@ -245,6 +251,7 @@ pub fn syscall_info(pid: Pid) -> io::Result<SyscallInfo> {
         libc::PTRACE_SYSCALL_INFO_ENTRY => {
             let d = raw.data;
             SyscallInfo::Entry {
+                arch: raw.arch,
                 nr: d[0],
                 args: [d[1], d[2], d[3], d[4], d[5], d[6]],
             }

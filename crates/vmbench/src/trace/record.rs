@@ -9,7 +9,7 @@
 //! Fork, vfork, clone, exec and exit events track which tasks share an
 //! address space.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::fs;
 use std::io;
 
@@ -108,6 +108,10 @@ struct Recorder {
     spaces: Vec<Space>,
     /// Children whose first stop came before their parent's event.
     early: HashSet<Pid>,
+    /// The task inside a memory call, per address space.
+    busy: HashMap<usize, Pid>,
+    /// Tasks stopped at the entry of a memory call, waiting for `busy`.
+    waiting: HashMap<usize, VecDeque<Pid>>,
 }
 
 fn read(path: &str) -> io::Result<String> {
@@ -191,6 +195,8 @@ impl Recorder {
             tasks: HashMap::new(),
             spaces: Vec::new(),
             early: HashSet::new(),
+            busy: HashMap::new(),
+            waiting: HashMap::new(),
         })
     }
 
@@ -361,13 +367,22 @@ impl Recorder {
         }
     }
 
-    fn on_syscall(&mut self, pid: Pid) -> Result<(), String> {
+    /// A system-call stop. Returns whether to resume the task now: a task
+    /// entering a memory call while another task of its address space is
+    /// inside one waits, so calls are recorded in the order they ran.
+    fn on_syscall(&mut self, pid: Pid) -> Result<bool, String> {
         let Some(task) = self.tasks.get_mut(&pid) else {
-            return Ok(());
+            return Ok(true);
         };
         let space = task.space;
         match ptrace::syscall_info(pid) {
-            Ok(SyscallInfo::Entry { nr, args }) => {
+            Ok(SyscallInfo::Entry { arch, nr, args }) => {
+                if arch != ptrace::ARCH_X86_64 {
+                    return Err(format!(
+                        "task {pid} made a system call with calling convention {arch:#x}; \
+                         only 64-bit x86-64 programs can be recorded"
+                    ));
+                }
                 let kind = kind(nr, &args);
                 task.pending = Some(Pending {
                     nr,
@@ -375,30 +390,18 @@ impl Recorder {
                     kind,
                     file: None,
                 });
-                if kind == Kind::Ignore {
-                    return Ok(());
-                }
-                match nr as i64 {
-                    libc::SYS_clone => task.clone_flags = Some(args[0]),
-                    libc::SYS_fork => task.clone_flags = Some(0),
-                    libc::SYS_vfork => {
-                        task.clone_flags = Some((libc::CLONE_VM | libc::CLONE_VFORK) as u64)
-                    }
-                    // `struct clone_args` starts with the flags.
-                    libc::SYS_clone3 => task.clone_flags = ptrace::peek(pid, args[0]).ok(),
-                    _ => {}
-                }
-                if kind == Kind::Exec {
+                match kind {
+                    Kind::Ignore => {}
                     // The old address space ends here if the exec works.
-                    self.capture_final(pid, space);
-                } else {
-                    self.sync(pid, space);
-                }
-                let anonymous = args[3] & libc::MAP_ANONYMOUS as u64 != 0;
-                if nr as i64 == libc::SYS_mmap && !anonymous {
-                    let file = self.resolve_fd(pid, args[4] as i32);
-                    if let Some(p) = self.tasks.get_mut(&pid).and_then(|t| t.pending.as_mut()) {
-                        p.file = file;
+                    Kind::Exec => self.capture_final(pid, space),
+                    Kind::Replayed | Kind::Unmodelled(_) | Kind::Clone => {
+                        match self.busy.get(&space) {
+                            Some(&other) if other != pid => {
+                                self.waiting.entry(space).or_default().push_back(pid);
+                                return Ok(false);
+                            }
+                            _ => self.start_call(pid, space),
+                        }
                     }
                 }
             }
@@ -406,12 +409,61 @@ impl Recorder {
                 if let Some(p) = task.pending.take() {
                     self.on_exit(pid, space, &p, Ret(rval));
                 }
+                self.release(space, pid);
             }
             Ok(SyscallInfo::Other) => {}
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
             Err(e) => return Err(format!("PTRACE_GET_SYSCALL_INFO on {pid}: {e}")),
         }
-        Ok(())
+        Ok(true)
+    }
+
+    /// Let `pid`, stopped at the entry of a memory call, run it: mark its
+    /// space busy and take what must be read at entry (the hidden state,
+    /// `clone` flags, the file behind an `mmap` descriptor).
+    fn start_call(&mut self, pid: Pid, space: usize) {
+        self.busy.insert(space, pid);
+        let Some(task) = self.tasks.get_mut(&pid) else {
+            return;
+        };
+        let Some(Pending { nr, args, .. }) = task.pending.clone() else {
+            return;
+        };
+        match nr as i64 {
+            libc::SYS_clone => task.clone_flags = Some(args[0]),
+            libc::SYS_fork => task.clone_flags = Some(0),
+            libc::SYS_vfork => task.clone_flags = Some((libc::CLONE_VM | libc::CLONE_VFORK) as u64),
+            // `struct clone_args` starts with the flags.
+            libc::SYS_clone3 => task.clone_flags = ptrace::peek(pid, args[0]).ok(),
+            _ => {}
+        }
+        self.sync(pid, space);
+        let anonymous = args[3] & libc::MAP_ANONYMOUS as u64 != 0;
+        if nr as i64 == libc::SYS_mmap && !anonymous {
+            let file = self.resolve_fd(pid, args[4] as i32);
+            if let Some(p) = self.tasks.get_mut(&pid).and_then(|t| t.pending.as_mut()) {
+                p.file = file;
+            }
+        }
+    }
+
+    /// `pid` left its memory call (or its clone copied the address space,
+    /// or it died): let the next waiting task of `space` run its call.
+    fn release(&mut self, space: usize, pid: Pid) {
+        if let Some(queue) = self.waiting.get_mut(&space) {
+            queue.retain(|&w| w != pid);
+        }
+        if self.busy.get(&space) != Some(&pid) {
+            return;
+        }
+        self.busy.remove(&space);
+        while let Some(next) = self.waiting.get_mut(&space).and_then(|q| q.pop_front()) {
+            if self.tasks.get(&next).is_some_and(|t| t.space == space) {
+                self.start_call(next, space);
+                resume(next, 0);
+                return;
+            }
+        }
     }
 
     fn on_exit(&mut self, pid: Pid, space: usize, p: &Pending, ret: Ret) {
@@ -501,6 +553,8 @@ impl Recorder {
                     });
                     s
                 };
+                // The address space has been copied: other tasks may go on.
+                self.release(space, pid);
                 let started = self.early.remove(&child);
                 self.tasks.insert(
                     child,
@@ -530,10 +584,20 @@ impl Recorder {
                 }
                 self.capture_exec(pid, s)?;
             }
-            event::EXIT => self.capture_final(pid, space),
+            event::EXIT => {
+                self.capture_final(pid, space);
+                self.release(space, pid);
+            }
             _ => {}
         }
         Ok(())
+    }
+
+    /// A task is gone: it holds and waits for nothing any more.
+    fn forget(&mut self, pid: Pid) {
+        if let Some(t) = self.tasks.remove(&pid) {
+            self.release(t.space, pid);
+        }
     }
 
     /// The tracing loop, from the stopped root task until every traced
@@ -562,20 +626,21 @@ impl Recorder {
             };
             match status {
                 Status::Exited(code) => {
-                    self.tasks.remove(&pid);
+                    self.forget(pid);
                     if pid == root {
                         root_status = format!("exit {code}");
                     }
                 }
                 Status::Signaled(sig) => {
-                    self.tasks.remove(&pid);
+                    self.forget(pid);
                     if pid == root {
                         root_status = format!("signal {sig}");
                     }
                 }
                 Status::Syscall => {
-                    self.on_syscall(pid)?;
-                    resume(pid, 0);
+                    if self.on_syscall(pid)? {
+                        resume(pid, 0);
+                    }
                 }
                 Status::Event(ev) => {
                     self.on_event(pid, ev)?;
