@@ -53,6 +53,10 @@ pub struct ReplayArgs {
     /// Also print the calls the model does not implement.
     #[arg(long, short)]
     pub verbose: bool,
+
+    /// Also print each address space's final map in the model.
+    #[arg(long)]
+    pub maps: bool,
 }
 
 /// Runs `vmbench record`.
@@ -104,6 +108,11 @@ pub fn replay(args: &ReplayArgs) -> Result<(), BenchError> {
     if args.verbose {
         for n in &outcome.notes {
             text.push_str(&format!("note: {n}\n"));
+        }
+    }
+    if args.maps {
+        for (space, maps) in &outcome.model_maps {
+            text.push_str(&format!("model map of space {space}:\n{maps}"));
         }
     }
     let per_call: Vec<String> = outcome

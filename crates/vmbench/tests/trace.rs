@@ -175,6 +175,14 @@ fn live_true_records_and_replays() {
         let calls = replay_ok(&path, index);
         assert!(calls >= 5, "/bin/true made only {calls} calls");
     }
+    let out = vmbench()
+        .args(["replay", "--maps"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("model map of space 0:"), "{stdout}");
+    assert!(stdout.contains("[stack]"), "{stdout}");
     let _ = std::fs::remove_file(&path);
 }
 
