@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use assert_cmd::Command;
 
 /// The committed fixtures and the least number of calls each holds.
-const FIXTURES: [(&str, usize); 4] = [
+const FIXTURES: [(&str, usize); 5] = [
     // env -i /bin/ls -d /          (exec chain env -> ls, shared libraries)
     ("ls.json", 50),
     // env -i /bin/sh -c '/bin/true | /bin/cat; /bin/echo done'   (forks, execs)
@@ -17,6 +17,8 @@ const FIXTURES: [(&str, usize); 4] = [
     ("perl-threads.json", 600),
     // python3 -c "$(cat anon-vma.py)"  (anon_vmas decide a merge)
     ("anon-vma.json", 80),
+    // python3 -c "$(cat edge-cases.py)"  (errno paths, GROWSDOWN, mremap modes)
+    ("edge-cases.json", 110),
 ];
 
 fn fixture(name: &str) -> PathBuf {

@@ -416,6 +416,26 @@ fn replay_call(mm: &Mm, ev: &Event, files: &[Arc<File>]) -> (&'static str, i32, 
     }
 }
 
+/// Whether a kernel maps line and a model one agree on range,
+/// permissions, offset and name. A file unlinked after it was mapped is
+/// shown by the kernel as `path (deleted)`; unlinking is no memory call
+/// and the model knows nothing of it, so that suffix alone is not a
+/// difference.
+fn same_mapping(kernel: &MapsEntry, model: &MapsEntry) -> bool {
+    if kernel.same_mapping(model) {
+        return true;
+    }
+    let unlinked = match (&kernel.name, &model.name) {
+        (Some(k), Some(m)) => k.strip_suffix(" (deleted)") == Some(m.as_str()),
+        _ => false,
+    };
+    unlinked
+        && kernel.same_mapping(&MapsEntry {
+            name: kernel.name.clone(),
+            ..model.clone()
+        })
+}
+
 /// Compare a recorded `/proc/<pid>/maps` with the model's, ignoring lines
 /// above the user address space (`[vsyscall]`). Returns the differing
 /// lines, or `None` when they agree.
@@ -436,7 +456,7 @@ fn compare_maps(kernel_lines: &[String], mm: &Mm) -> Option<String> {
     let (mut i, mut j) = (0, 0);
     while i < kernel.len() || j < model.len() {
         match (kernel.get(i), model.get(j)) {
-            (Some(k), Some(m)) if k.same_mapping(m) => {
+            (Some(k), Some(m)) if same_mapping(k, m) => {
                 i += 1;
                 j += 1;
             }
@@ -458,4 +478,24 @@ fn compare_maps(kernel_lines: &[String], mm: &Mm) -> Option<String> {
         }
     }
     (!out.is_empty()).then(|| out.trim_end().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unlinked_files_compare_by_path() {
+        let k = MapsEntry::parse("7000-8000 rw-s 00000000 fe:00 12 /tmp/x (deleted)").unwrap();
+        let m = MapsEntry::parse("7000-8000 rw-s 00000000 00:00 3 /tmp/x").unwrap();
+        assert!(same_mapping(&k, &m));
+        let moved = MapsEntry::parse("7000-9000 rw-s 00000000 00:00 3 /tmp/x").unwrap();
+        assert!(!same_mapping(&k, &moved));
+        let other = MapsEntry::parse("7000-8000 rw-s 00000000 00:00 3 /tmp/y").unwrap();
+        assert!(!same_mapping(&k, &other));
+        assert!(
+            !same_mapping(&m, &k),
+            "only the kernel's name may carry the suffix"
+        );
+    }
 }
