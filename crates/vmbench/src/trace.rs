@@ -50,10 +50,6 @@ pub struct ReplayArgs {
     #[arg(long, default_value = "maple")]
     pub index: IndexKind,
 
-    /// Also print the calls the model does not implement.
-    #[arg(long, short)]
-    pub verbose: bool,
-
     /// Also print each address space's final map in the model.
     #[arg(long)]
     pub maps: bool,
@@ -105,10 +101,10 @@ pub fn replay(args: &ReplayArgs) -> Result<(), BenchError> {
         text.push_str(d);
         text.push('\n');
     }
-    if args.verbose {
-        for n in &outcome.notes {
-            text.push_str(&format!("note: {n}\n"));
-        }
+    // Calls the model does not implement explain the differences they
+    // cause, so they are always listed.
+    for n in &outcome.notes {
+        text.push_str(&format!("note: {n}\n"));
     }
     if args.maps {
         for (space, maps) in &outcome.model_maps {
