@@ -8,40 +8,60 @@
 //!
 //! The count is the sum of requested `Layout` sizes: it leaves out the
 //! system allocator's own headers and rounding, for every implementation
-//! alike. Counting costs one relaxed atomic add per allocation, which every
-//! timed write path pays equally.
+//! alike. Counting is on only inside [`net_allocated`]; elsewhere an
+//! allocation pays one read of a flag that never changes, so timed runs
+//! (and many threads allocating at once in `vmbench run`) do not contend
+//! on a shared counter.
 
 #![allow(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-/// Bytes currently allocated through [`CountingAlloc`] and not yet freed.
+/// Bytes allocated minus bytes freed while counting is on.
 static LIVE_BYTES: AtomicUsize = AtomicUsize::new(0);
+/// Whether allocations are being counted (only inside `net_allocated`).
+static COUNTING: AtomicBool = AtomicBool::new(false);
+
+fn add(bytes: usize) {
+    if COUNTING.load(Ordering::Relaxed) {
+        LIVE_BYTES.fetch_add(bytes, Ordering::Relaxed);
+    }
+}
+
+fn sub(bytes: usize) {
+    if COUNTING.load(Ordering::Relaxed) {
+        LIVE_BYTES.fetch_sub(bytes, Ordering::Relaxed);
+    }
+}
 
 /// Wrapper around [`System`] that tracks live bytes; install it with
 /// `#[global_allocator]`.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct CountingAlloc;
 
-/// Bytes allocated and not yet freed, process wide, right now.
-///
-/// Only differences between two calls on a quiet process are meaningful.
-pub fn live_bytes() -> usize {
-    LIVE_BYTES.load(Ordering::Relaxed)
+/// Run `f` and return its result with the bytes it left allocated (bytes
+/// allocated minus bytes freed while it ran, 0 if it freed more). Call it
+/// on a quiet process: other threads' allocations in the meantime count
+/// too.
+pub fn net_allocated<R>(f: impl FnOnce() -> R) -> (R, usize) {
+    LIVE_BYTES.store(0, Ordering::Relaxed);
+    COUNTING.store(true, Ordering::SeqCst);
+    let r = f();
+    COUNTING.store(false, Ordering::SeqCst);
+    let net = LIVE_BYTES.load(Ordering::Relaxed);
+    // A net decrease wraps around; report it as nothing left allocated.
+    (r, if net > usize::MAX / 2 { 0 } else { net })
 }
 
-// SAFETY: every method forwards to `System` with the caller's arguments
-// unchanged, so `System`'s guarantees carry over; the only addition is
-// updating an atomic counter, which never allocates or touches the memory.
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract for
         // `layout`, which is exactly `System::alloc`'s contract.
         let ptr = unsafe { System.alloc(layout) };
         if !ptr.is_null() {
-            LIVE_BYTES.fetch_add(layout.size(), Ordering::Relaxed);
+            add(layout.size());
         }
         ptr
     }
@@ -50,7 +70,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
         // SAFETY: same contract as `alloc`, forwarded unchanged.
         let ptr = unsafe { System.alloc_zeroed(layout) };
         if !ptr.is_null() {
-            LIVE_BYTES.fetch_add(layout.size(), Ordering::Relaxed);
+            add(layout.size());
         }
         ptr
     }
@@ -59,7 +79,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
         // SAFETY: the caller guarantees `ptr` came from this allocator
         // (hence from `System`) with this `layout`.
         unsafe { System.dealloc(ptr, layout) };
-        LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
+        sub(layout.size());
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
@@ -70,8 +90,8 @@ unsafe impl GlobalAlloc for CountingAlloc {
         if !new_ptr.is_null() {
             // Add before subtracting so the counter never dips below the
             // true value even transiently.
-            LIVE_BYTES.fetch_add(new_size, Ordering::Relaxed);
-            LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
+            add(new_size);
+            sub(layout.size());
         }
         new_ptr
     }
@@ -85,13 +105,9 @@ mod tests {
     fn counts_a_live_allocation() {
         // Other test threads may allocate concurrently, so only check that a
         // large block is visible while alive (other threads' noise is small).
-        let before = live_bytes();
-        let block = vec![0u8; 64 << 20];
-        let during = live_bytes();
-        assert!(
-            during.wrapping_sub(before) >= 60 << 20,
-            "{before} -> {during}"
-        );
-        drop(block);
+        let (block, net) = net_allocated(|| vec![0u8; 64 << 20]);
+        assert!(net >= 60 << 20, "{net}");
+        let ((), net) = net_allocated(|| drop(block));
+        assert_eq!(net, 0);
     }
 }

@@ -1,11 +1,505 @@
-//! TRANSIENT wiring: replaced by the will-it-scale workloads.
+//! `vmbench run`: will-it-scale style workloads on the address-space
+//! model (see [`workload`] for what each one does).
+//!
+//! Every configuration (workload × mode × index × worker count) is run on
+//! fresh address spaces holding a resident population of other VMAs
+//! ([`resident`]), warmed up, then timed for `--duration`; the figure is
+//! operations per second summed over the workers, with the `mmap_lock` and
+//! per-VMA lock statistics of the timed interval beside it.
+//!
+//! The table's "cpu share" is the workers' time on a CPU over their wall
+//! time (from the scheduler's own accounting). It falls when workers sleep
+//! on a contended lock, which is part of the result, and when other
+//! processes take the CPUs, which is not: on a shared machine, a scaling
+//! figure is only meaningful where the share stays near 100% for the
+//! lock-free workloads.
+
+pub mod harness;
+pub mod resident;
+pub mod workload;
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+use std::time::Duration;
+
+use comfy_table::presets::UTF8_FULL_CONDENSED;
+use comfy_table::{CellAlignment, Table};
+use mm::lockstat::LockClass;
+use mm::IndexKind;
+use serde::Serialize;
+
+use crate::report::Record;
 use crate::tree_bench::BenchError;
+use harness::{Measurement, Mode, Spec, Timing};
+use workload::Workload;
+
+/// Most workers accepted; more would only oversubscribe the machine.
+pub const MAX_THREADS: usize = 1024;
 
 /// Options of `vmbench run`.
 #[derive(Debug, clap::Args)]
-pub struct RunArgs {}
+pub struct RunArgs {
+    /// Workloads, comma separated: brk1 (one-page brk grow + shrink),
+    /// mmap1 (128 MiB anonymous mmap + munmap), malloc1 (the same plus a
+    /// write fault on the first page: glibc's malloc/free of 128 MiB),
+    /// mmap2 (128 MiB private file mapping), page_fault3 (shared file
+    /// mapping, one op per page write-faulted). [default: all]
+    #[arg(long, value_delimiter = ',')]
+    pub workloads: Option<Vec<String>>,
 
-/// Runs `vmbench run`.
-pub fn main(_args: &RunArgs) -> Result<(), BenchError> {
-    Err(BenchError("vmbench run is not implemented yet".into()))
+    /// Modes, comma separated: processes (an address space per worker),
+    /// threads (one shared address space). [default: both]
+    #[arg(long, value_delimiter = ',')]
+    pub mode: Option<Vec<String>>,
+
+    /// Worker counts, comma separated (e.g. 1,2). [default: 1, the powers
+    /// of two below the CPU count, and the CPU count]
+    #[arg(long, value_delimiter = ',')]
+    pub threads: Option<Vec<String>>,
+
+    /// VMA indexes, comma separated: maple, legacy. [default: both]
+    #[arg(long, value_delimiter = ',')]
+    pub index: Option<Vec<String>>,
+
+    /// Seconds timed per configuration. [default: 2; 0.05 with --quick]
+    #[arg(long)]
+    pub duration: Option<f64>,
+
+    /// Seconds of untimed warm-up per configuration. [default: 0.5; 0.01
+    /// with --quick]
+    #[arg(long)]
+    pub warmup: Option<f64>,
+
+    /// Runs per configuration; the run with the median throughput is
+    /// reported, which shields the figure from a run that other processes
+    /// disturbed. [default: 1]
+    #[arg(long)]
+    pub repeat: Option<String>,
+
+    /// Much shorter runs, for smoke tests.
+    #[arg(long)]
+    pub quick: bool,
+
+    /// Other VMAs mapped into each address space before the workload
+    /// starts (shared-library segments and their bss), so the index has a
+    /// realistic size.
+    #[arg(long, default_value_t = resident::DEFAULT_RESIDENT)]
+    pub resident: usize,
+
+    /// Print one JSON object per configuration on stdout instead of a
+    /// table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A validated `vmbench run` configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunConfig {
+    /// Workloads, in run order.
+    pub workloads: Vec<Workload>,
+    /// Modes, in run order.
+    pub modes: Vec<Mode>,
+    /// Indexes, in run order.
+    pub indexes: Vec<IndexKind>,
+    /// Worker counts, in run order.
+    pub threads: Vec<usize>,
+    /// Warm-up and timed durations.
+    pub timing: Timing,
+    /// Resident VMAs per address space.
+    pub resident: usize,
+    /// Runs per configuration (the median is reported).
+    pub repeat: usize,
+}
+
+impl RunArgs {
+    /// Resolves defaults and names into a validated configuration; every
+    /// error is one line naming the bad value and the valid ones.
+    pub fn to_config(&self) -> Result<RunConfig, BenchError> {
+        let workloads = match &self.workloads {
+            Some(names) => parse_names(names, &Workload::ALL, Workload::name, "workload")?,
+            None => Workload::ALL.to_vec(),
+        };
+        let modes = match &self.mode {
+            Some(names) => parse_names(names, &Mode::ALL, Mode::name, "mode")?,
+            None => Mode::ALL.to_vec(),
+        };
+        let indexes = match &self.index {
+            Some(names) => parse_names(names, &IndexKind::ALL, IndexKind::name, "index")?,
+            None => IndexKind::ALL.to_vec(),
+        };
+        let threads = match &self.threads {
+            Some(counts) => parse_threads(counts)?,
+            None => default_threads(),
+        };
+        let (duration, warmup) = if self.quick { (0.05, 0.01) } else { (2.0, 0.5) };
+        let timing = Timing {
+            duration: seconds("--duration", self.duration.unwrap_or(duration), false)?,
+            warmup: seconds("--warmup", self.warmup.unwrap_or(warmup), true)?,
+        };
+        let repeat = match self.repeat.as_deref().map(str::trim) {
+            None => 1,
+            Some(text) => match text.parse::<usize>() {
+                Ok(n) if (1..=1000).contains(&n) => n,
+                _ => {
+                    return Err(BenchError(format!(
+                        "--repeat: '{text}' is not a run count (1 to 1000)"
+                    )))
+                }
+            },
+        };
+        Ok(RunConfig {
+            workloads,
+            modes,
+            indexes,
+            threads,
+            timing,
+            resident: self.resident,
+            repeat,
+        })
+    }
+}
+
+/// Parses a list of names against `all`; duplicates are dropped.
+fn parse_names<T: Copy + PartialEq>(
+    names: &[String],
+    all: &[T],
+    name: fn(T) -> &'static str,
+    what: &str,
+) -> Result<Vec<T>, BenchError> {
+    let mut picked = Vec::new();
+    for raw in names {
+        let wanted = raw.trim();
+        let Some(&item) = all.iter().find(|&&item| name(item) == wanted) else {
+            let valid: Vec<&str> = all.iter().map(|&item| name(item)).collect();
+            return Err(BenchError(format!(
+                "unknown {what} '{wanted}' (valid: {})",
+                valid.join(", ")
+            )));
+        };
+        if !picked.contains(&item) {
+            picked.push(item);
+        }
+    }
+    Ok(picked)
+}
+
+/// Parses `--threads`: positive counts up to [`MAX_THREADS`].
+fn parse_threads(counts: &[String]) -> Result<Vec<usize>, BenchError> {
+    let mut out = Vec::new();
+    for raw in counts {
+        let text = raw.trim();
+        match text.parse::<usize>() {
+            Ok(n) if (1..=MAX_THREADS).contains(&n) => {
+                if !out.contains(&n) {
+                    out.push(n);
+                }
+            }
+            _ => {
+                return Err(BenchError(format!(
+                    "--threads: '{text}' is not a worker count (1 to {MAX_THREADS})"
+                )))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// 1, the powers of two below the CPU count, and the CPU count: the
+/// scaling curve on every core the machine has (1, 2 on two cores).
+fn default_threads() -> Vec<usize> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut out: Vec<usize> = std::iter::successors(Some(1), |n| Some(n * 2))
+        .take_while(|&n| n < cpus)
+        .collect();
+    out.push(cpus);
+    out
+}
+
+fn seconds(flag: &str, secs: f64, zero_ok: bool) -> Result<Duration, BenchError> {
+    let ok = secs.is_finite() && (secs > 0.0 || (zero_ok && secs == 0.0)) && secs <= 3600.0;
+    if !ok {
+        let min = if zero_ok { "0" } else { "more than 0" };
+        return Err(BenchError(format!(
+            "{flag}: {secs} is not a duration in seconds ({min} to 3600)"
+        )));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// One JSON line: the fields of `vmbench tree`'s lines (`impl` is the
+/// index, `op` the workload, `n` the resident VMAs per address space,
+/// `value` ops/s), then the mode, the operations counted and the timed
+/// seconds, the workers' scheduler times (`null` where unknown), how many
+/// runs the median was taken over, and the lock statistics of the timed
+/// interval per class.
+#[derive(Debug, Serialize)]
+struct RunLine {
+    #[serde(flatten)]
+    record: Record,
+    mode: &'static str,
+    ops: u64,
+    seconds: f64,
+    cpu: Option<CpuLine>,
+    repeat: usize,
+    locks: BTreeMap<&'static str, LockLine>,
+}
+
+/// The workers' scheduler times in the timed interval, summed.
+#[derive(Debug, Serialize)]
+struct CpuLine {
+    /// Nanoseconds on a CPU.
+    on_cpu_ns: u64,
+    /// Nanoseconds runnable but waiting for a CPU (taken by others).
+    run_delay_ns: u64,
+    /// `on_cpu_ns` over workers × timed seconds: below ~0.95, other
+    /// processes disturbed the run.
+    share: f64,
+}
+
+/// Lock counters of one class, as in the kernel's `lock_stat`.
+#[derive(Debug, Serialize)]
+struct LockLine {
+    acquisitions: u64,
+    contended: u64,
+    wait_ns: u64,
+    max_wait_ns: u64,
+}
+
+/// A finished configuration.
+struct Row {
+    spec: Spec,
+    m: Measurement,
+    repeat: usize,
+}
+
+impl Row {
+    fn line(&self) -> RunLine {
+        let locks = self
+            .m
+            .locks
+            .iter()
+            .map(|(class, s)| {
+                let line = LockLine {
+                    acquisitions: s.acquisitions,
+                    contended: s.contended,
+                    wait_ns: s.wait_ns,
+                    max_wait_ns: s.max_wait_ns,
+                };
+                (class.name(), line)
+            })
+            .collect();
+        RunLine {
+            record: Record {
+                imp: self.spec.index.name(),
+                op: self.spec.workload.name(),
+                n: self.spec.resident,
+                threads: self.spec.threads,
+                value: self.m.ops_per_sec(),
+                unit: "ops/s",
+            },
+            mode: self.spec.mode.name(),
+            ops: self.m.ops,
+            seconds: self.m.elapsed.as_secs_f64(),
+            cpu: self.m.cpu.map(|c| CpuLine {
+                on_cpu_ns: c.on_cpu_ns,
+                run_delay_ns: c.run_delay_ns,
+                share: self.m.cpu_share(self.spec.threads).unwrap_or(0.0),
+            }),
+            repeat: self.repeat,
+            locks,
+        }
+    }
+
+    /// Acquisitions of `class` per counted operation.
+    fn per_op(&self, class: LockClass) -> f64 {
+        let n = self.m.locks.class(class).acquisitions as f64;
+        if self.m.ops == 0 {
+            0.0
+        } else {
+            n / self.m.ops as f64
+        }
+    }
+}
+
+/// Runs `vmbench run`: JSON lines as configurations finish, or a table at
+/// the end. Progress goes to stderr.
+pub fn main(args: &RunArgs) -> Result<(), BenchError> {
+    let config = args.to_config()?;
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    let write_err = |e: io::Error| BenchError(format!("writing results: {e}"));
+    let mut rows = Vec::new();
+    for &workload in &config.workloads {
+        for &mode in &config.modes {
+            for &index in &config.indexes {
+                for &threads in &config.threads {
+                    let spec = Spec {
+                        workload,
+                        mode,
+                        index,
+                        threads,
+                        resident: config.resident,
+                    };
+                    let m = measure_median(&spec, &config)?;
+                    let row = Row {
+                        spec,
+                        m,
+                        repeat: config.repeat,
+                    };
+                    eprintln!(
+                        "vmbench run: {workload} {} {index} x{threads}: {:.0} ops/s (cpu share {})",
+                        mode.name(),
+                        row.m.ops_per_sec(),
+                        format_share(row.m.cpu_share(threads)),
+                    );
+                    if args.json {
+                        serde_json::to_writer(&mut out, &row.line())
+                            .map_err(|e| write_err(e.into()))?;
+                        out.write_all(b"\n").map_err(write_err)?;
+                        out.flush().map_err(write_err)?;
+                    }
+                    rows.push(row);
+                }
+            }
+        }
+    }
+    if !args.json {
+        writeln!(out, "{}", render_table(&rows)).map_err(write_err)?;
+    }
+    Ok(())
+}
+
+/// Runs `spec` `config.repeat` times and keeps the run with the median
+/// throughput (the upper middle one for an even count).
+fn measure_median(spec: &Spec, config: &RunConfig) -> Result<Measurement, BenchError> {
+    let mut runs = Vec::with_capacity(config.repeat);
+    for _ in 0..config.repeat {
+        let m = harness::measure(spec, &config.timing).map_err(|e| {
+            BenchError(format!(
+                "{} {} {} x{}: {e}",
+                spec.workload,
+                spec.mode.name(),
+                spec.index,
+                spec.threads
+            ))
+        })?;
+        runs.push(m);
+    }
+    runs.sort_by(|a, b| a.ops_per_sec().total_cmp(&b.ops_per_sec()));
+    Ok(runs.swap_remove(runs.len() / 2))
+}
+
+fn format_share(share: Option<f64>) -> String {
+    share.map_or_else(|| "-".to_string(), |s| format!("{:.0}%", s * 100.0))
+}
+
+/// One row per configuration, with throughput relative to the same
+/// configuration's smallest worker count and the locks taken per op.
+fn render_table(rows: &[Row]) -> String {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    table.set_header(vec![
+        "workload",
+        "mode",
+        "index",
+        "threads",
+        "ops/s",
+        "vs fewest threads",
+        "mmap_lock/op",
+        "vma_lock/op",
+        "mmap_lock contended",
+        "cpu share",
+    ]);
+    for row in rows {
+        let s = &row.spec;
+        let base = rows
+            .iter()
+            .filter(|r| {
+                (r.spec.workload, r.spec.mode, r.spec.index) == (s.workload, s.mode, s.index)
+            })
+            .min_by_key(|r| r.spec.threads)
+            .filter(|b| b.spec.threads < s.threads && b.m.ops_per_sec() > 0.0);
+        let scaling = base.map_or_else(
+            || "-".to_string(),
+            |b| format!("{:.2}x", row.m.ops_per_sec() / b.m.ops_per_sec()),
+        );
+        let mmap = row.m.locks.class(LockClass::MmapLock);
+        table.add_row(vec![
+            s.workload.name().to_string(),
+            s.mode.name().to_string(),
+            s.index.name().to_string(),
+            s.threads.to_string(),
+            format!("{:.0}", row.m.ops_per_sec()),
+            scaling,
+            format_per_op(row.per_op(LockClass::MmapLock)),
+            format_per_op(row.per_op(LockClass::VmaLock)),
+            format!("{} of {}", mmap.contended, mmap.acquisitions),
+            format_share(row.m.cpu_share(s.threads)),
+        ]);
+    }
+    for column in table.column_iter_mut().skip(3) {
+        column.set_cell_alignment(CellAlignment::Right);
+    }
+    table.to_string()
+}
+
+/// Small per-op figures (page_fault3's map/unmap share) need more digits
+/// than whole ones.
+fn format_per_op(x: f64) -> String {
+    if x == 0.0 || x >= 0.1 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.6}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(extra: &[&str]) -> Result<RunConfig, BenchError> {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            run: RunArgs,
+        }
+        let mut argv = vec!["run"];
+        argv.extend(extra);
+        Cli::try_parse_from(argv).unwrap().run.to_config()
+    }
+
+    #[test]
+    fn defaults_cover_everything() {
+        let c = args(&[]).unwrap();
+        assert_eq!(c.workloads, Workload::ALL);
+        assert_eq!(c.modes, Mode::ALL);
+        assert_eq!(c.indexes, IndexKind::ALL);
+        assert_eq!(c.threads[0], 1);
+        assert_eq!(c.timing.duration, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn lists_and_bad_values() {
+        let c = args(&[
+            "--threads",
+            "2,1,2",
+            "--index",
+            "legacy",
+            "--mode",
+            "threads",
+        ])
+        .unwrap();
+        assert_eq!(c.threads, [2, 1]);
+        assert_eq!(c.indexes, [IndexKind::Legacy]);
+        assert_eq!(c.modes, [Mode::Threads]);
+        assert!(args(&["--threads", "0"]).is_err());
+        assert!(args(&["--threads", "x"]).is_err());
+        assert!(args(&["--workloads", "page_fault9"]).is_err());
+        assert!(args(&["--index", "btree"]).is_err());
+        assert!(args(&["--duration", "0"]).is_err());
+        assert!(args(&["--warmup", "0"]).is_ok());
+        assert!(args(&["--repeat", "0"]).is_err());
+        assert_eq!(args(&["--repeat", "3"]).unwrap().repeat, 3);
+    }
 }

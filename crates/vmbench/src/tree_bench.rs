@@ -780,9 +780,8 @@ fn measure_bytes<S: Subject>(order: &[u64]) -> Result<Bytes, BenchError> {
     // A throwaway one-entry build first absorbs one-time lazy allocations
     // (e.g. per-thread epoch state) that do not belong to the structure.
     drop(build::<S>(&[0])?);
-    let before = alloc_count::live_bytes();
-    let tree = build::<S>(order)?;
-    let heap = alloc_count::live_bytes().saturating_sub(before);
+    let (tree, heap) = alloc_count::net_allocated(|| build::<S>(order));
+    let tree = tree?;
     let node = tree.node_bytes();
     // Maple nodes come from a slab that takes memory in chunks and recycles
     // freed nodes, so the heap delta shows chunk growth and free-list

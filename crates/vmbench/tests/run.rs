@@ -1,0 +1,198 @@
+//! End-to-end checks of `vmbench run`: every workload, mode and index
+//! yields a complete JSON line, the maple fault path takes no
+//! `mmap_lock`, and bad arguments fail with one line. No timing is
+//! asserted: the scaling figures are measured by hand (docs/RESULTS.md).
+
+use std::collections::BTreeSet;
+use std::process::{Command, Output};
+
+fn vmbench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_vmbench"))
+        .args(args)
+        .output()
+        .expect("failed to start vmbench")
+}
+
+const WORKLOADS: [&str; 5] = ["brk1", "mmap1", "malloc1", "mmap2", "page_fault3"];
+const LOCK_FIELDS: [&str; 4] = ["acquisitions", "contended", "wait_ns", "max_wait_ns"];
+/// Faults per `page_fault3` region: 128 MiB of 4 KiB pages.
+const PAGES: u64 = 32768;
+
+fn json_lines(args: &[&str]) -> Vec<serde_json::Value> {
+    let out = vmbench(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "vmbench {args:?} failed: {stderr}");
+    let stdout = String::from_utf8(out.stdout).expect("stdout is UTF-8");
+    stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
+        .collect()
+}
+
+fn acquisitions(v: &serde_json::Value, class: &str) -> u64 {
+    v["locks"][class]["acquisitions"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no {class} acquisitions: {v}"))
+}
+
+#[test]
+fn every_configuration_yields_a_complete_line() {
+    let lines = json_lines(&["run", "--quick", "--json", "--threads", "1,2"]);
+    let mut seen = BTreeSet::new();
+    for v in &lines {
+        let op = v["op"].as_str().unwrap_or_else(|| panic!("no op: {v}"));
+        let imp = v["impl"].as_str().unwrap_or_else(|| panic!("no impl: {v}"));
+        let mode = v["mode"].as_str().unwrap_or_else(|| panic!("no mode: {v}"));
+        let threads = v["threads"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no threads: {v}"));
+        assert_eq!(v["unit"], "ops/s", "{v}");
+        assert_eq!(v["n"].as_u64(), Some(300), "{v}");
+        let value = v["value"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no value: {v}"));
+        assert!(value > 0.0, "{v}");
+        assert!(v["ops"].as_u64().is_some_and(|n| n > 0), "{v}");
+        assert_eq!(v["repeat"].as_u64(), Some(1), "{v}");
+        // Scheduler times are reported where the kernel has them.
+        assert!(v["cpu"].is_null() || v["cpu"]["share"].is_f64(), "{v}");
+        for class in ["mmap_lock", "vma_lock"] {
+            for field in LOCK_FIELDS {
+                assert!(v["locks"][class][field].is_u64(), "no {class}.{field}: {v}");
+            }
+        }
+        assert!(seen.insert((op.to_string(), imp.to_string(), mode.to_string(), threads)));
+    }
+    for op in WORKLOADS {
+        for imp in ["maple", "legacy"] {
+            for mode in ["processes", "threads"] {
+                for threads in [1, 2] {
+                    let key = (op.to_string(), imp.to_string(), mode.to_string(), threads);
+                    assert!(seen.contains(&key), "missing {key:?}");
+                }
+            }
+        }
+    }
+    assert_eq!(lines.len(), 40);
+}
+
+#[test]
+fn maple_page_faults_take_no_mmap_lock() {
+    let lines = json_lines(&[
+        "run",
+        "--quick",
+        "--json",
+        "--workloads",
+        "page_fault3",
+        "--mode",
+        "threads",
+        "--index",
+        "maple",
+        "--threads",
+        "1,2",
+    ]);
+    assert_eq!(lines.len(), 2);
+    for v in &lines {
+        let ops = v["ops"].as_u64().unwrap();
+        let threads = v["threads"].as_u64().unwrap();
+        let mmap = acquisitions(v, "mmap_lock");
+        // Only map and unmap take mmap_lock: two per region of PAGES
+        // faults, plus per worker the regions it was inside when timing
+        // started and stopped.
+        assert!(
+            mmap <= 2 * (ops / PAGES) + 3 * threads,
+            "{mmap} for {ops} faults: {v}"
+        );
+        assert!(mmap < ops / 100, "{v}");
+        // Every fault takes its VMA's lock.
+        assert!(acquisitions(v, "vma_lock") >= ops, "{v}");
+    }
+}
+
+#[test]
+fn legacy_page_faults_take_mmap_lock() {
+    // The contrast that shows the maple check means something: without a
+    // lockless index every fault read-locks mmap_lock.
+    let lines = json_lines(&[
+        "run",
+        "--quick",
+        "--json",
+        "--workloads",
+        "page_fault3",
+        "--mode",
+        "threads",
+        "--index",
+        "legacy",
+        "--threads",
+        "1",
+    ]);
+    let ops = lines[0]["ops"].as_u64().unwrap();
+    assert!(acquisitions(&lines[0], "mmap_lock") >= ops, "{}", lines[0]);
+}
+
+#[test]
+fn table_output_has_a_row_per_configuration() {
+    let out = vmbench(&[
+        "run",
+        "--quick",
+        "--workloads",
+        "mmap1",
+        "--mode",
+        "processes",
+        "--threads",
+        "1,2",
+        "--index",
+        "maple",
+    ]);
+    assert!(out.status.success());
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.contains("mmap_lock/op"), "{table}");
+    assert_eq!(table.matches("mmap1").count(), 2, "{table}");
+}
+
+#[test]
+fn bad_arguments_fail_with_one_line() {
+    for args in [
+        &["run", "--workloads", "page_fault9"][..],
+        &["run", "--threads", "0"],
+        &["run", "--threads", "two"],
+        &["run", "--index", "btree"],
+        &["run", "--mode", "fibers"],
+        &["run", "--duration", "0"],
+    ] {
+        let out = vmbench(args);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn a_failed_call_stops_the_run_with_one_line() {
+    // One VMA past vm.max_map_count's 65530: the resident population still
+    // fits, but the worker's own mmap must fail with ENOMEM, and the run
+    // must stop and say so instead of counting it.
+    let out = vmbench(&[
+        "run",
+        "--quick",
+        "--workloads",
+        "mmap1",
+        "--mode",
+        "threads",
+        "--index",
+        "maple",
+        "--threads",
+        "2",
+        "--resident",
+        "65531",
+    ]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("mmap of 128 MiB failed: ENOMEM"),
+        "{stderr}"
+    );
+}
