@@ -1,0 +1,728 @@
+//! `vmbench record`: run a command under `ptrace` and write down its
+//! address spaces and every call that changes them.
+//!
+//! The tracer steps every task from system call to system call. At the
+//! entry of each call it records, it reads `/proc/<pid>/smaps` to learn
+//! what a system-call trace cannot show (which VMAs got an anon_vma from a
+//! write fault, how far a stack grew) and records the change as a `sync`
+//! event; at the exit it records the call with its arguments and result.
+//! Fork, vfork, clone, exec and exit events track which tasks share an
+//! address space.
+
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::fs;
+use std::io;
+
+use mm::procmaps::{self, SmapsEntry};
+use mm::VmFlags;
+
+use super::format::{Event, FileInfo, Hex, Ret, SmapsLine, Sysctl, Trace, FORMAT, VERSION};
+use super::ptrace::{self, event, Pid, Status, SyscallInfo};
+
+/// Highest user address plus one (x86-64, 4-level page tables); mappings
+/// above it (`[vsyscall]`) are not VMAs.
+const TASK_SIZE: u64 = mm::layout::TASK_SIZE_X86_64;
+
+/// `madvise` advices that change a VMA's flags (and so may split it).
+const FLAG_ADVICES: [u64; 13] = [0, 1, 2, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19];
+/// `prctl(PR_SET_VMA, ...)`: names anonymous VMAs.
+const PR_SET_VMA: u64 = 0x5356_4d41;
+
+/// How the recorder treats a system call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Not interesting.
+    Ignore,
+    /// One of the calls the model replays.
+    Replayed,
+    /// Changes VMAs in ways the model does not implement.
+    Unmodelled(&'static str),
+    /// Creates a task.
+    Clone,
+    /// Replaces the address space.
+    Exec,
+}
+
+fn kind(nr: u64, args: &[u64; 6]) -> Kind {
+    let Ok(nr) = i64::try_from(nr) else {
+        return Kind::Ignore;
+    };
+    match nr {
+        libc::SYS_mmap
+        | libc::SYS_munmap
+        | libc::SYS_mprotect
+        | libc::SYS_mremap
+        | libc::SYS_brk => Kind::Replayed,
+        libc::SYS_pkey_mprotect if args[3] as i32 == -1 => Kind::Replayed,
+        libc::SYS_pkey_mprotect => Kind::Unmodelled("pkey_mprotect"),
+        libc::SYS_madvise if FLAG_ADVICES.contains(&args[2]) => Kind::Unmodelled("madvise"),
+        libc::SYS_mlock => Kind::Unmodelled("mlock"),
+        libc::SYS_mlock2 => Kind::Unmodelled("mlock2"),
+        libc::SYS_munlock => Kind::Unmodelled("munlock"),
+        libc::SYS_mlockall => Kind::Unmodelled("mlockall"),
+        libc::SYS_munlockall => Kind::Unmodelled("munlockall"),
+        libc::SYS_shmat => Kind::Unmodelled("shmat"),
+        libc::SYS_shmdt => Kind::Unmodelled("shmdt"),
+        libc::SYS_remap_file_pages => Kind::Unmodelled("remap_file_pages"),
+        libc::SYS_process_madvise => Kind::Unmodelled("process_madvise"),
+        462 => Kind::Unmodelled("mseal"),
+        libc::SYS_prctl if args[0] == PR_SET_VMA => Kind::Unmodelled("prctl(PR_SET_VMA)"),
+        libc::SYS_clone | libc::SYS_clone3 | libc::SYS_fork | libc::SYS_vfork => Kind::Clone,
+        libc::SYS_execve | libc::SYS_execveat => Kind::Exec,
+        _ => Kind::Ignore,
+    }
+}
+
+/// A call seen at its entry, waiting for its exit.
+#[derive(Debug, Clone)]
+struct Pending {
+    nr: u64,
+    args: [u64; 6],
+    kind: Kind,
+    /// For `mmap` of a file: its index in the file table and its size.
+    file: Option<(usize, u64)>,
+}
+
+#[derive(Debug)]
+struct Task {
+    space: usize,
+    pending: Option<Pending>,
+    /// `clone` flags of a task-creating call in progress.
+    clone_flags: Option<u64>,
+    /// The initial `SIGSTOP` of an auto-attached child has been seen.
+    started: bool,
+}
+
+/// What the previous snapshot of an address space showed.
+#[derive(Debug, Default)]
+struct Space {
+    anon: BTreeSet<u64>,
+    stacks: Vec<[Hex; 2]>,
+}
+
+/// The tracer's state.
+struct Recorder {
+    trace: Trace,
+    file_ids: HashMap<(String, bool, bool, bool), usize>,
+    tasks: HashMap<Pid, Task>,
+    spaces: Vec<Space>,
+    /// Children whose first stop came before their parent's event.
+    early: HashSet<Pid>,
+    /// The task inside a memory call, per address space.
+    busy: HashMap<usize, Pid>,
+    /// Tasks stopped at the entry of a memory call, waiting for `busy`.
+    waiting: HashMap<usize, VecDeque<Pid>>,
+}
+
+fn read(path: &str) -> io::Result<String> {
+    fs::read_to_string(path)
+}
+
+fn sysctl(name: &str) -> Result<u64, String> {
+    let path = format!("/proc/sys/vm/{name}");
+    read(&path)
+        .map_err(|e| format!("reading {path}: {e}"))?
+        .trim()
+        .parse()
+        .map_err(|e| format!("parsing {path}: {e}"))
+}
+
+/// The header lines of an `smaps` text (the `maps` lines).
+fn header_lines(smaps: &str) -> Vec<String> {
+    smaps
+        .lines()
+        .filter(|l| {
+            let first = l.split_whitespace().next().unwrap_or("");
+            first.contains('-') && !first.ends_with(':')
+        })
+        .map(normalize)
+        .collect()
+}
+
+/// A maps line with the column padding before the name collapsed (the
+/// fields are unchanged; traces are smaller and easier to read).
+fn normalize(line: &str) -> String {
+    procmaps::MapsEntry::parse(line)
+        .map(|e| e.to_string())
+        .unwrap_or_else(|_| line.trim_end().to_string())
+}
+
+/// Anonymous-page VMAs and grows-down VMAs of a parsed `smaps`.
+fn hidden_state(entries: &[SmapsEntry]) -> (BTreeSet<u64>, Vec<[Hex; 2]>) {
+    let user = entries.iter().filter(|e| e.maps.start < TASK_SIZE);
+    let anon = user
+        .clone()
+        .filter(|e| e.has_anon_pages)
+        .map(|e| e.maps.start)
+        .collect();
+    let stacks = user
+        .filter(|e| e.flags.contains(VmFlags::GROWSDOWN))
+        .map(|e| [Hex(e.maps.start), Hex(e.maps.end)])
+        .collect();
+    (anon, stacks)
+}
+
+/// Fields of `/proc/<pid>/stat`, numbered as in `proc(5)` (1-based).
+fn stat_field(stat: &str, n: usize) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(n.checked_sub(3)?)?.parse().ok()
+}
+
+impl Recorder {
+    fn new(command: &[String]) -> Result<Recorder, String> {
+        let sysctl = Sysctl {
+            mmap_min_addr: Hex(sysctl("mmap_min_addr")?),
+            max_map_count: sysctl("max_map_count")?,
+            legacy_va_layout: sysctl("legacy_va_layout")? != 0,
+            overcommit_memory: sysctl("overcommit_memory")? as u32,
+            thp: std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists(),
+        };
+        let kernel = read("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
+        Ok(Recorder {
+            trace: Trace {
+                format: FORMAT.into(),
+                version: VERSION,
+                command: command.to_vec(),
+                kernel,
+                status: String::new(),
+                sysctl,
+                files: Vec::new(),
+                events: Vec::new(),
+            },
+            file_ids: HashMap::new(),
+            tasks: HashMap::new(),
+            spaces: Vec::new(),
+            early: HashSet::new(),
+            busy: HashMap::new(),
+            waiting: HashMap::new(),
+        })
+    }
+
+    fn new_space(&mut self) -> usize {
+        self.spaces.push(Space::default());
+        self.spaces.len() - 1
+    }
+
+    /// The file-table index of `path` opened with this mode.
+    fn file_id(&mut self, path: &str, size: u64, read: bool, write: bool, noexec: bool) -> usize {
+        let key = (path.to_string(), read, write, noexec);
+        if let Some(&id) = self.file_ids.get(&key) {
+            return id;
+        }
+        self.trace.files.push(FileInfo {
+            path: path.to_string(),
+            size: Hex(size),
+            read,
+            write,
+            noexec,
+        });
+        let id = self.trace.files.len() - 1;
+        self.file_ids.insert(key, id);
+        id
+    }
+
+    /// The file behind `fd` of `pid`: path, size, open mode and whether
+    /// its mount is `noexec`. `None` if `fd` is not open.
+    fn resolve_fd(&mut self, pid: Pid, fd: i32) -> Option<(usize, u64)> {
+        if fd < 0 {
+            return None;
+        }
+        let link = format!("/proc/{pid}/fd/{fd}");
+        let path = fs::read_link(&link).ok()?.to_string_lossy().into_owned();
+        let size = fs::metadata(&link).map(|m| m.len()).unwrap_or(0);
+        let info = read(&format!("/proc/{pid}/fdinfo/{fd}")).unwrap_or_default();
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(|v| v.trim().to_string())
+        };
+        let flags = field("flags:")
+            .and_then(|f| u64::from_str_radix(&f, 8).ok())
+            .unwrap_or(0);
+        let (read_ok, write_ok) = match flags & libc::O_ACCMODE as u64 {
+            0 => (true, false),
+            1 => (false, true),
+            _ => (true, true),
+        };
+        let noexec = field("mnt_id:").is_some_and(|id| {
+            read(&format!("/proc/{pid}/mountinfo"))
+                .unwrap_or_default()
+                .lines()
+                .any(|l| {
+                    let f: Vec<&str> = l.split_whitespace().collect();
+                    f.first() == Some(&id.as_str())
+                        && f.get(5)
+                            .is_some_and(|o| o.split(',').any(|o| o == "noexec"))
+                })
+        });
+        Some((self.file_id(&path, size, read_ok, write_ok, noexec), size))
+    }
+
+    /// Record the map of a task that just exec'd (or started).
+    fn capture_exec(&mut self, pid: Pid, space: usize) -> Result<(), String> {
+        let text = read(&format!("/proc/{pid}/smaps"))
+            .map_err(|e| format!("reading smaps of {pid}: {e}"))?;
+        let entries = procmaps::parse_smaps(&text)?;
+        let stat = read(&format!("/proc/{pid}/stat"))
+            .map_err(|e| format!("reading stat of {pid}: {e}"))?;
+        let start_stack = stat_field(&stat, 28).ok_or("no startstack in /proc/<pid>/stat")?;
+        let start_brk = stat_field(&stat, 47).ok_or("no start_brk in /proc/<pid>/stat")?;
+        let limits = read(&format!("/proc/{pid}/limits"))
+            .map_err(|e| format!("reading limits of {pid}: {e}"))?;
+        let stack_rlimit = limits
+            .lines()
+            .find_map(|l| l.strip_prefix("Max stack size"))
+            .and_then(|rest| rest.split_whitespace().next())
+            .map(|soft| {
+                if soft == "unlimited" {
+                    Ok(u64::MAX)
+                } else {
+                    soft.parse()
+                }
+            })
+            .ok_or("no stack limit in /proc/<pid>/limits")?
+            .map_err(|e| format!("bad stack limit: {e}"))?;
+        let exe = fs::read_link(format!("/proc/{pid}/exe"))
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut files = Vec::new();
+        for e in &entries {
+            let Some(name) = e.maps.name.as_deref() else {
+                continue;
+            };
+            if name.starts_with('[') {
+                continue;
+            }
+            let size = fs::metadata(name)
+                .map(|m| m.len())
+                .unwrap_or(e.maps.offset + (e.maps.end - e.maps.start));
+            // The kernel opened the program and its interpreter read-only.
+            let id = self.file_id(name, size, true, false, false);
+            if !files.contains(&id) {
+                files.push(id);
+            }
+        }
+        let mut smaps = Vec::new();
+        let headers = header_lines(&text);
+        let vmflags: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("VmFlags:"))
+            .map(str::trim)
+            .collect();
+        for (i, (map, e)) in headers.into_iter().zip(&entries).enumerate() {
+            smaps.push(SmapsLine {
+                map,
+                vmflags: vmflags.get(i).copied().unwrap_or("").to_string(),
+                anon: e.has_anon_pages,
+            });
+        }
+        let (anon, stacks) = hidden_state(&entries);
+        self.spaces[space] = Space { anon, stacks };
+        self.trace.events.push(Event::Exec {
+            space,
+            pid,
+            exe,
+            stack_rlimit: Hex(stack_rlimit),
+            start_brk: Hex(start_brk),
+            start_stack: Hex(start_stack),
+            files,
+            smaps,
+        });
+        Ok(())
+    }
+
+    /// Read the task's `smaps` and record what changed in its space's
+    /// hidden state. Returns the `smaps` text (if the task was readable).
+    fn sync(&mut self, pid: Pid, space: usize) -> Option<String> {
+        let text = read(&format!("/proc/{pid}/smaps")).ok()?;
+        let entries = procmaps::parse_smaps(&text).ok()?;
+        let (anon, stacks) = hidden_state(&entries);
+        let old = &mut self.spaces[space];
+        let anon_add: Vec<Hex> = anon.difference(&old.anon).map(|&a| Hex(a)).collect();
+        let anon_del: Vec<Hex> = old.anon.difference(&anon).map(|&a| Hex(a)).collect();
+        let stacks_changed = stacks != old.stacks;
+        if !anon_add.is_empty() || !anon_del.is_empty() || stacks_changed {
+            self.trace.events.push(Event::Sync {
+                space,
+                pid,
+                anon_add,
+                anon_del,
+                stacks: stacks_changed.then(|| stacks.clone()),
+            });
+        }
+        self.spaces[space] = Space { anon, stacks };
+        Some(text)
+    }
+
+    /// Record the map of `pid`'s address space as it is now.
+    fn capture_final(&mut self, pid: Pid, space: usize) {
+        if let Some(text) = self.sync(pid, space) {
+            self.trace.events.push(Event::Final {
+                space,
+                pid,
+                maps: header_lines(&text),
+            });
+        }
+    }
+
+    /// A system-call stop. Returns whether to resume the task now: a task
+    /// entering a memory call while another task of its address space is
+    /// inside one waits, so calls are recorded in the order they ran.
+    fn on_syscall(&mut self, pid: Pid) -> Result<bool, String> {
+        let Some(task) = self.tasks.get_mut(&pid) else {
+            return Ok(true);
+        };
+        let space = task.space;
+        match ptrace::syscall_info(pid) {
+            Ok(SyscallInfo::Entry { arch, nr, args }) => {
+                if arch != ptrace::ARCH_X86_64 {
+                    return Err(format!(
+                        "task {pid} made a system call with calling convention {arch:#x}; \
+                         only 64-bit x86-64 programs can be recorded"
+                    ));
+                }
+                let kind = kind(nr, &args);
+                task.pending = Some(Pending {
+                    nr,
+                    args,
+                    kind,
+                    file: None,
+                });
+                match kind {
+                    Kind::Ignore => {}
+                    // The old address space ends here if the exec works.
+                    Kind::Exec => self.capture_final(pid, space),
+                    Kind::Replayed | Kind::Unmodelled(_) | Kind::Clone => {
+                        match self.busy.get(&space) {
+                            Some(&other) if other != pid => {
+                                self.waiting.entry(space).or_default().push_back(pid);
+                                return Ok(false);
+                            }
+                            _ => self.start_call(pid, space),
+                        }
+                    }
+                }
+            }
+            Ok(SyscallInfo::Exit { rval }) => {
+                if let Some(p) = task.pending.take() {
+                    self.on_exit(pid, space, &p, Ret(rval));
+                }
+                self.release(space, pid);
+            }
+            Ok(SyscallInfo::Other) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+            Err(e) => return Err(format!("PTRACE_GET_SYSCALL_INFO on {pid}: {e}")),
+        }
+        Ok(true)
+    }
+
+    /// Let `pid`, stopped at the entry of a memory call, run it: mark its
+    /// space busy and take what must be read at entry (the hidden state,
+    /// `clone` flags, the file behind an `mmap` descriptor).
+    fn start_call(&mut self, pid: Pid, space: usize) {
+        self.busy.insert(space, pid);
+        let Some(task) = self.tasks.get_mut(&pid) else {
+            return;
+        };
+        let Some(Pending { nr, args, .. }) = task.pending.clone() else {
+            return;
+        };
+        match nr as i64 {
+            libc::SYS_clone => task.clone_flags = Some(args[0]),
+            libc::SYS_fork => task.clone_flags = Some(0),
+            libc::SYS_vfork => task.clone_flags = Some((libc::CLONE_VM | libc::CLONE_VFORK) as u64),
+            // `struct clone_args` starts with the flags.
+            libc::SYS_clone3 => task.clone_flags = ptrace::peek(pid, args[0]).ok(),
+            _ => {}
+        }
+        self.sync(pid, space);
+        let anonymous = args[3] & libc::MAP_ANONYMOUS as u64 != 0;
+        if nr as i64 == libc::SYS_mmap && !anonymous {
+            let file = self.resolve_fd(pid, args[4] as i32);
+            if let Some(p) = self.tasks.get_mut(&pid).and_then(|t| t.pending.as_mut()) {
+                p.file = file;
+            }
+        }
+    }
+
+    /// `pid` left its memory call (or its clone copied the address space,
+    /// or it died): let the next waiting task of `space` run its call.
+    fn release(&mut self, space: usize, pid: Pid) {
+        if let Some(queue) = self.waiting.get_mut(&space) {
+            queue.retain(|&w| w != pid);
+        }
+        if self.busy.get(&space) != Some(&pid) {
+            return;
+        }
+        self.busy.remove(&space);
+        while let Some(next) = self.waiting.get_mut(&space).and_then(|q| q.pop_front()) {
+            if self.tasks.get(&next).is_some_and(|t| t.space == space) {
+                self.start_call(next, space);
+                resume(next, 0);
+                return;
+            }
+        }
+    }
+
+    fn on_exit(&mut self, pid: Pid, space: usize, p: &Pending, ret: Ret) {
+        let a = p.args.map(Hex);
+        let ev = match (p.kind, p.nr as i64) {
+            (Kind::Replayed, libc::SYS_mmap) => Event::Mmap {
+                space,
+                pid,
+                addr: a[0],
+                len: a[1],
+                prot: Hex(a[2].0 & 0xffff_ffff),
+                flags: Hex(a[3].0 & 0xffff_ffff),
+                fd: a[4].0 as i32,
+                off: a[5],
+                file: p.file.map(|f| f.0),
+                file_size: p.file.map(|f| Hex(f.1)),
+                ret,
+            },
+            (Kind::Replayed, libc::SYS_munmap) => Event::Munmap {
+                space,
+                pid,
+                addr: a[0],
+                len: a[1],
+                ret,
+            },
+            (Kind::Replayed, libc::SYS_mprotect | libc::SYS_pkey_mprotect) => Event::Mprotect {
+                space,
+                pid,
+                addr: a[0],
+                len: a[1],
+                prot: Hex(a[2].0 & 0xffff_ffff),
+                ret,
+            },
+            (Kind::Replayed, libc::SYS_mremap) => Event::Mremap {
+                space,
+                pid,
+                addr: a[0],
+                old_len: a[1],
+                new_len: a[2],
+                flags: Hex(a[3].0 & 0xffff_ffff),
+                new_addr: a[4],
+                ret,
+            },
+            (Kind::Replayed, libc::SYS_brk) => Event::Brk {
+                space,
+                pid,
+                addr: a[0],
+                ret,
+            },
+            (Kind::Unmodelled(name), _) => Event::Other {
+                space,
+                pid,
+                name: name.to_string(),
+                args: a.to_vec(),
+                ret,
+            },
+            _ => return,
+        };
+        self.trace.events.push(ev);
+    }
+
+    fn on_event(&mut self, pid: Pid, ev: i32) -> Result<(), String> {
+        let Some(task) = self.tasks.get_mut(&pid) else {
+            return Ok(());
+        };
+        let space = task.space;
+        match ev {
+            event::FORK | event::VFORK | event::CLONE => {
+                let child =
+                    ptrace::event_msg(pid).map_err(|e| format!("PTRACE_GETEVENTMSG: {e}"))? as Pid;
+                let flags = task.clone_flags.take().unwrap_or(match ev {
+                    event::FORK => 0,
+                    _ => libc::CLONE_VM as u64,
+                });
+                let child_space = if flags & libc::CLONE_VM as u64 != 0 {
+                    space
+                } else {
+                    let s = self.new_space();
+                    self.spaces[s] = Space {
+                        anon: self.spaces[space].anon.clone(),
+                        stacks: self.spaces[space].stacks.clone(),
+                    };
+                    self.trace.events.push(Event::Fork {
+                        parent: space,
+                        space: s,
+                        pid: child,
+                    });
+                    s
+                };
+                // The address space has been copied: other tasks may go on.
+                self.release(space, pid);
+                let started = self.early.remove(&child);
+                self.tasks.insert(
+                    child,
+                    Task {
+                        space: child_space,
+                        pending: None,
+                        clone_flags: None,
+                        started,
+                    },
+                );
+                if started {
+                    resume(child, 0);
+                }
+            }
+            event::EXEC => {
+                let former =
+                    ptrace::event_msg(pid).map_err(|e| format!("PTRACE_GETEVENTMSG: {e}"))? as Pid;
+                if former != pid {
+                    // A non-leader thread exec'd and took the leader's id.
+                    if let Some(t) = self.tasks.remove(&former) {
+                        self.tasks.insert(pid, t);
+                    }
+                }
+                let s = self.new_space();
+                if let Some(t) = self.tasks.get_mut(&pid) {
+                    t.space = s;
+                }
+                self.capture_exec(pid, s)?;
+            }
+            event::EXIT => {
+                self.capture_final(pid, space);
+                self.release(space, pid);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A task is gone: it holds and waits for nothing any more.
+    fn forget(&mut self, pid: Pid) {
+        if let Some(t) = self.tasks.remove(&pid) {
+            self.release(t.space, pid);
+        }
+    }
+
+    /// The tracing loop, from the stopped root task until every traced
+    /// task is gone. Returns how the root ended.
+    fn run(&mut self, root: Pid) -> Result<String, String> {
+        let mut root_status = String::from("unknown");
+        ptrace::set_options(root, ptrace::OPTIONS)
+            .map_err(|e| format!("PTRACE_SETOPTIONS: {e}"))?;
+        let space = self.new_space();
+        self.capture_exec(root, space)?;
+        self.tasks.insert(
+            root,
+            Task {
+                space,
+                pending: None,
+                clone_flags: None,
+                started: true,
+            },
+        );
+        resume(root, 0);
+        while !self.tasks.is_empty() {
+            let (pid, status) = match ptrace::wait_any() {
+                Ok(r) => r,
+                Err(e) if e.raw_os_error() == Some(libc::ECHILD) => break,
+                Err(e) => return Err(format!("waitpid: {e}")),
+            };
+            match status {
+                Status::Exited(code) => {
+                    self.forget(pid);
+                    if pid == root {
+                        root_status = format!("exit {code}");
+                    }
+                }
+                Status::Signaled(sig) => {
+                    self.forget(pid);
+                    if pid == root {
+                        root_status = format!("signal {sig}");
+                    }
+                }
+                Status::Syscall => {
+                    if self.on_syscall(pid)? {
+                        resume(pid, 0);
+                    }
+                }
+                Status::Event(ev) => {
+                    self.on_event(pid, ev)?;
+                    resume(pid, 0);
+                }
+                Status::Signal(sig) => match self.tasks.get_mut(&pid) {
+                    None => {
+                        // A new child stopped before its parent's clone
+                        // event: hold it until the event says whose it is.
+                        self.early.insert(pid);
+                    }
+                    Some(t) if !t.started && sig == libc::SIGSTOP => {
+                        t.started = true;
+                        resume(pid, 0);
+                    }
+                    Some(_) => {
+                        let deliver = if ptrace::has_siginfo(pid) { sig } else { 0 };
+                        resume(pid, deliver);
+                    }
+                },
+            }
+        }
+        Ok(root_status)
+    }
+}
+
+/// Resume a task; one that died meanwhile (`ESRCH`) is reported by
+/// `waitpid` later, so errors are ignored.
+fn resume(pid: Pid, sig: i32) {
+    let _ = ptrace::resume(pid, sig);
+}
+
+/// Run `command` under the tracer and return its trace.
+pub fn record(command: &[String]) -> Result<Trace, String> {
+    let mut rec = Recorder::new(command)?;
+    let root =
+        ptrace::spawn_traced(command).map_err(|e| format!("cannot start {:?}: {e}", command[0]))?;
+    let (pid, status) = ptrace::wait_any().map_err(|e| format!("waitpid: {e}"))?;
+    if pid != root || status != Status::Signal(libc::SIGTRAP) {
+        ptrace::kill(root);
+        return Err(format!(
+            "{:?} did not stop at exec ({status:?}): is ptrace permitted here?",
+            command[0]
+        ));
+    }
+    match rec.run(root) {
+        Ok(status) => {
+            rec.trace.status = status;
+            Ok(rec.trace)
+        }
+        Err(e) => {
+            for &pid in rec.tasks.keys() {
+                ptrace::kill(pid);
+            }
+            ptrace::kill(root);
+            Err(e)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_fields_skip_the_command_name() {
+        let stat =
+            "42 (a (b) c) S 1 42 42 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 9 10 11 12 13 14 999";
+        assert_eq!(stat_field(stat, 1), None);
+        assert_eq!(stat_field(stat, 4), Some(1));
+        assert_eq!(stat_field(stat, 28), Some(999));
+    }
+
+    #[test]
+    fn madvise_is_unmodelled_only_for_flag_advices() {
+        let dontneed = [0, 4096, 4, 0, 0, 0];
+        let dontfork = [0, 4096, 10, 0, 0, 0];
+        assert_eq!(kind(libc::SYS_madvise as u64, &dontneed), Kind::Ignore);
+        assert_eq!(
+            kind(libc::SYS_madvise as u64, &dontfork),
+            Kind::Unmodelled("madvise")
+        );
+        assert_eq!(kind(libc::SYS_mmap as u64, &dontneed), Kind::Replayed);
+    }
+}

@@ -1,0 +1,501 @@
+//! `vmbench replay`: rebuild each recorded address space in the model,
+//! replay every call, and compare results and final maps with the
+//! kernel's.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use mm::file::FileMode;
+use mm::procmaps::{MapsEntry, SmapsEntry};
+use mm::{
+    Access, Errno, File, IndexKind, Layout, MapFlags, Mm, MmConfig, MremapFlags, Prot, VmFlags,
+};
+
+use super::format::{Event, Hex, Ret, Trace};
+
+/// What a replay found.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// System calls replayed, by name.
+    pub calls: BTreeMap<&'static str, usize>,
+    /// Address spaces built (one per exec, one per fork).
+    pub spaces: usize,
+    /// Every difference, one message each (a message may span lines).
+    pub diffs: Vec<String>,
+    /// Things worth knowing that are not differences (calls the model
+    /// does not implement).
+    pub notes: Vec<String>,
+    /// Final maps compared.
+    pub finals: usize,
+    /// Each address space's final map in the model, as
+    /// `/proc/<pid>/maps` text, by space number.
+    pub model_maps: Vec<(usize, String)>,
+}
+
+impl Outcome {
+    /// Total number of replayed calls.
+    pub fn total_calls(&self) -> usize {
+        self.calls.values().sum()
+    }
+}
+
+/// One address space of the replay.
+struct Space {
+    mm: Mm,
+    /// VMAs (by start) that the kernel showed with anonymous pages.
+    anon: BTreeSet<u64>,
+    /// Grows-down VMAs as the kernel showed them.
+    stacks: Vec<[Hex; 2]>,
+    /// Hidden-state problems already reported, so each is said once.
+    reported: HashSet<(u64, &'static str)>,
+    /// The last recorded final map: event index, task, lines.
+    last_final: Option<(usize, i32, Vec<String>)>,
+}
+
+fn ret_of(r: Result<u64, Errno>) -> Ret {
+    match r {
+        Ok(v) => Ret(v as i64),
+        Err(e) => Ret(-i64::from(e.code())),
+    }
+}
+
+/// Replay `trace` on models using `index`.
+pub fn replay(trace: &Trace, index: IndexKind) -> Outcome {
+    let mut out = Outcome::default();
+    let files: Vec<Arc<File>> = trace
+        .files
+        .iter()
+        .map(|f| {
+            let mode = FileMode {
+                read: f.read,
+                write: f.write,
+                noexec: f.noexec,
+            };
+            File::with_mode(f.path.clone(), f.size.0, mode)
+        })
+        .collect();
+    let mut spaces: BTreeMap<usize, Space> = BTreeMap::new();
+    let mut missing: HashSet<usize> = HashSet::new();
+    for (i, ev) in trace.events.iter().enumerate() {
+        let space_id = match ev {
+            Event::Exec { space, .. }
+            | Event::Fork { space, .. }
+            | Event::Sync { space, .. }
+            | Event::Mmap { space, .. }
+            | Event::Munmap { space, .. }
+            | Event::Mprotect { space, .. }
+            | Event::Mremap { space, .. }
+            | Event::Brk { space, .. }
+            | Event::Other { space, .. }
+            | Event::Final { space, .. } => *space,
+        };
+        match ev {
+            Event::Exec {
+                pid,
+                stack_rlimit,
+                start_brk,
+                start_stack,
+                files: exec_files,
+                smaps,
+                ..
+            } => {
+                let mut layout = Layout::x86_64(stack_rlimit.0);
+                layout.mmap_min_addr = trace.sysctl.mmap_min_addr.0;
+                layout.max_map_count = trace.sysctl.max_map_count as usize;
+                layout.bottom_up = trace.sysctl.legacy_va_layout;
+                layout.overcommit_never = trace.sysctl.overcommit_memory == 2;
+                layout.thp_align = trace.sysctl.thp;
+                let config = MmConfig { layout, index };
+                let mut entries = Vec::new();
+                let mut anon = BTreeSet::new();
+                let mut stacks = Vec::new();
+                let mut bad = None;
+                for line in smaps {
+                    match MapsEntry::parse(&line.map) {
+                        Ok(maps) => {
+                            let flags = VmFlags::from_smaps_names(line.vmflags.split_whitespace());
+                            if maps.start < mm::layout::TASK_SIZE_X86_64 {
+                                if line.anon {
+                                    anon.insert(maps.start);
+                                }
+                                if flags.contains(VmFlags::GROWSDOWN) {
+                                    stacks.push([Hex(maps.start), Hex(maps.end)]);
+                                }
+                            }
+                            entries.push(SmapsEntry {
+                                maps,
+                                flags,
+                                has_anon_pages: line.anon,
+                            })
+                        }
+                        Err(e) => bad = Some(e),
+                    }
+                }
+                let exec_files: Vec<Arc<File>> =
+                    exec_files.iter().map(|&f| Arc::clone(&files[f])).collect();
+                let built = match bad {
+                    Some(e) => Err(e),
+                    None => Mm::from_smaps(
+                        config,
+                        &entries,
+                        start_brk.0,
+                        start_brk.0,
+                        start_stack.0,
+                        &exec_files,
+                    )
+                    .map_err(|e| format!("the model refused the map: {e}")),
+                };
+                match built {
+                    Ok(mm) => {
+                        out.spaces += 1;
+                        missing.remove(&space_id);
+                        spaces.insert(
+                            space_id,
+                            Space {
+                                mm,
+                                anon,
+                                stacks,
+                                reported: HashSet::new(),
+                                last_final: None,
+                            },
+                        );
+                    }
+                    Err(e) => {
+                        out.diffs.push(format!(
+                            "event {i} [pid {pid}, space {space_id}]: exec: cannot build the address space: {e}"
+                        ));
+                        spaces.remove(&space_id);
+                        missing.insert(space_id);
+                    }
+                }
+                continue;
+            }
+            Event::Fork { parent, pid, .. } => {
+                let Some(p) = spaces.get(parent) else {
+                    missing.insert(space_id);
+                    out.diffs.push(format!(
+                        "event {i} [pid {pid}]: fork from address space {parent}, which the replay does not have"
+                    ));
+                    continue;
+                };
+                let child = Space {
+                    mm: p.mm.fork(),
+                    anon: p.anon.clone(),
+                    stacks: p.stacks.clone(),
+                    reported: HashSet::new(),
+                    last_final: None,
+                };
+                out.spaces += 1;
+                spaces.insert(space_id, child);
+                continue;
+            }
+            _ => {}
+        }
+        let Some(space) = spaces.get_mut(&space_id) else {
+            if missing.insert(space_id) {
+                out.diffs.push(format!(
+                    "event {i}: address space {space_id} was never built; its events are skipped"
+                ));
+            }
+            continue;
+        };
+        match ev {
+            Event::Exec { .. } | Event::Fork { .. } => unreachable!("handled above"),
+            Event::Sync {
+                pid,
+                anon_add,
+                anon_del,
+                stacks,
+                ..
+            } => {
+                for a in anon_del {
+                    space.anon.remove(&a.0);
+                }
+                space.anon.extend(anon_add.iter().map(|a| a.0));
+                if let Some(s) = stacks {
+                    space.stacks = s.clone();
+                }
+                settle(space, i, *pid, &mut out.diffs);
+            }
+            Event::Final { pid, maps, .. } => {
+                space.last_final = Some((i, *pid, maps.clone()));
+            }
+            Event::Other {
+                pid,
+                name,
+                args,
+                ret,
+                ..
+            } => {
+                let args: Vec<String> = args.iter().map(|a| format!("{:#x}", a.0)).collect();
+                out.notes.push(format!(
+                    "event {i} [pid {pid}, space {space_id}]: {name}({}) = {ret} is not modelled",
+                    args.join(", ")
+                ));
+            }
+            call => {
+                let (name, pid, text, kernel, model) = replay_call(&space.mm, call, &files);
+                *out.calls.entry(name).or_default() += 1;
+                if kernel != model {
+                    out.diffs.push(format!(
+                        "event {i} [pid {pid}, space {space_id}]: {text}: kernel {kernel}, model {model}"
+                    ));
+                }
+            }
+        }
+    }
+    for (id, space) in &spaces {
+        out.model_maps.push((*id, space.mm.proc_maps()));
+        let Some((i, pid, lines)) = &space.last_final else {
+            continue;
+        };
+        out.finals += 1;
+        if let Some(d) = compare_maps(lines, &space.mm) {
+            out.diffs.push(format!(
+                "final map of space {id} (pid {pid}, event {i}) differs (- kernel, + model):\n{d}"
+            ));
+        }
+    }
+    out
+}
+
+/// Bring the model's hidden state in line with what the kernel showed:
+/// grow stacks to the recorded extent, and give every VMA the kernel
+/// showed with anonymous pages an anon_vma (by a write fault at its
+/// start, which runs the model's `anon_vma_prepare`).
+fn settle(space: &mut Space, i: usize, pid: i32, diffs: &mut Vec<String>) {
+    let mm = &space.mm;
+    let mut report = |key: (u64, &'static str), msg: String| {
+        if space.reported.insert(key) {
+            diffs.push(format!("event {i} [pid {pid}]: {msg}"));
+        }
+    };
+    for &[Hex(start), Hex(end)] in &space.stacks {
+        let vma = end
+            .checked_sub(1)
+            .filter(|_| start < end)
+            .and_then(|last| mm.find_vma(last))
+            .filter(|v| v.start() < end && v.flags().contains(VmFlags::GROWSDOWN));
+        let Some(vma) = vma else {
+            report(
+                (start, "stack"),
+                format!("kernel has a grows-down VMA {start:#x}-{end:#x}, the model does not"),
+            );
+            continue;
+        };
+        if vma.start() > start {
+            if let Err(e) = mm.fault(start, Access::Write) {
+                report(
+                    (start, "stack"),
+                    format!("kernel's stack grew to {start:#x}; the model's fault there: {e}"),
+                );
+            }
+        } else if vma.start() < start {
+            report(
+                (start, "stack"),
+                format!(
+                    "kernel's stack starts at {start:#x}, the model's at {:#x}",
+                    vma.start()
+                ),
+            );
+        }
+    }
+    for &a in &space.anon {
+        match mm.find_vma(a).filter(|v| v.start() <= a) {
+            Some(v) if v.anon().is_some() || v.is_shared() => {}
+            Some(v) => {
+                if let Err(e) = mm.fault(a, Access::Write) {
+                    report(
+                        (a, "anon"),
+                        format!(
+                            "kernel VMA at {a:#x} has anonymous pages; the model's VMA {:#x}-{:#x} ({:?}) takes no write fault: {e}",
+                            v.start(),
+                            v.end(),
+                            v.prot()
+                        ),
+                    );
+                }
+            }
+            None => report(
+                (a, "anon"),
+                format!("kernel VMA at {a:#x} has anonymous pages; the model maps nothing there"),
+            ),
+        }
+    }
+}
+
+/// Replay one system call; returns its name, the task, the call as text,
+/// the kernel's result and the model's.
+fn replay_call(mm: &Mm, ev: &Event, files: &[Arc<File>]) -> (&'static str, i32, String, Ret, Ret) {
+    match ev {
+        Event::Mmap {
+            pid,
+            addr,
+            len,
+            prot,
+            flags,
+            fd,
+            off,
+            file,
+            file_size,
+            ret,
+            ..
+        } => {
+            let f = file.map(|id| Arc::clone(&files[id]));
+            if let (Some(f), Some(size)) = (&f, file_size) {
+                f.set_size(size.0);
+            }
+            let model = mm.mmap(
+                addr.0,
+                len.0,
+                Prot::from_bits_retain(prot.0 as u32),
+                MapFlags::from_bits_retain(flags.0 as u32),
+                f.as_ref(),
+                off.0,
+            );
+            let text = format!(
+                "mmap({:#x}, {:#x}, {:#x}, {:#x}, {fd}, {:#x})",
+                addr.0, len.0, prot.0, flags.0, off.0
+            );
+            ("mmap", *pid, text, *ret, ret_of(model))
+        }
+        Event::Munmap {
+            pid,
+            addr,
+            len,
+            ret,
+            ..
+        } => {
+            let model = mm.munmap(addr.0, len.0).map(|()| 0);
+            let text = format!("munmap({:#x}, {:#x})", addr.0, len.0);
+            ("munmap", *pid, text, *ret, ret_of(model))
+        }
+        Event::Mprotect {
+            pid,
+            addr,
+            len,
+            prot,
+            ret,
+            ..
+        } => {
+            let model = mm
+                .mprotect(addr.0, len.0, Prot::from_bits_retain(prot.0 as u32))
+                .map(|()| 0);
+            let text = format!("mprotect({:#x}, {:#x}, {:#x})", addr.0, len.0, prot.0);
+            ("mprotect", *pid, text, *ret, ret_of(model))
+        }
+        Event::Mremap {
+            pid,
+            addr,
+            old_len,
+            new_len,
+            flags,
+            new_addr,
+            ret,
+            ..
+        } => {
+            let model = mm.mremap(
+                addr.0,
+                old_len.0,
+                new_len.0,
+                MremapFlags::from_bits_retain(flags.0 as u32),
+                new_addr.0,
+            );
+            let text = format!(
+                "mremap({:#x}, {:#x}, {:#x}, {:#x}, {:#x})",
+                addr.0, old_len.0, new_len.0, flags.0, new_addr.0
+            );
+            ("mremap", *pid, text, *ret, ret_of(model))
+        }
+        Event::Brk { pid, addr, ret, .. } => {
+            let model = Ret(mm.brk(addr.0) as i64);
+            ("brk", *pid, format!("brk({:#x})", addr.0), *ret, model)
+        }
+        _ => unreachable!("replay_call is only given system calls"),
+    }
+}
+
+/// Whether a kernel maps line and a model one agree on range,
+/// permissions, offset and name. A file unlinked after it was mapped is
+/// shown by the kernel as `path (deleted)`; unlinking is no memory call
+/// and the model knows nothing of it, so that suffix alone is not a
+/// difference.
+fn same_mapping(kernel: &MapsEntry, model: &MapsEntry) -> bool {
+    if kernel.same_mapping(model) {
+        return true;
+    }
+    let unlinked = match (&kernel.name, &model.name) {
+        (Some(k), Some(m)) => k.strip_suffix(" (deleted)") == Some(m.as_str()),
+        _ => false,
+    };
+    unlinked
+        && kernel.same_mapping(&MapsEntry {
+            name: kernel.name.clone(),
+            ..model.clone()
+        })
+}
+
+/// Compare a recorded `/proc/<pid>/maps` with the model's, ignoring lines
+/// above the user address space (`[vsyscall]`). Returns the differing
+/// lines, or `None` when they agree.
+fn compare_maps(kernel_lines: &[String], mm: &Mm) -> Option<String> {
+    let task_size = mm.layout().task_size;
+    let mut kernel = Vec::new();
+    let mut out = String::new();
+    for l in kernel_lines {
+        match MapsEntry::parse(l) {
+            Ok(e) if e.start >= task_size => {}
+            Ok(e) => kernel.push(e),
+            Err(e) => {
+                let _ = writeln!(out, "  ? {e}");
+            }
+        }
+    }
+    let model = mm.maps();
+    let (mut i, mut j) = (0, 0);
+    while i < kernel.len() || j < model.len() {
+        match (kernel.get(i), model.get(j)) {
+            (Some(k), Some(m)) if same_mapping(k, m) => {
+                i += 1;
+                j += 1;
+            }
+            (Some(k), Some(m)) if k.start == m.start => {
+                let _ = writeln!(out, "  - {k}\n  + {m}");
+                i += 1;
+                j += 1;
+            }
+            (Some(k), m) if m.is_none_or(|m| k.start < m.start) => {
+                let _ = writeln!(out, "  - {k}");
+                i += 1;
+            }
+            (_, Some(m)) => {
+                let _ = writeln!(out, "  + {m}");
+                j += 1;
+            }
+            (None, None) => break,
+            (Some(_), None) => unreachable!("covered by the is_none_or arm"),
+        }
+    }
+    (!out.is_empty()).then(|| out.trim_end().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unlinked_files_compare_by_path() {
+        let k = MapsEntry::parse("7000-8000 rw-s 00000000 fe:00 12 /tmp/x (deleted)").unwrap();
+        let m = MapsEntry::parse("7000-8000 rw-s 00000000 00:00 3 /tmp/x").unwrap();
+        assert!(same_mapping(&k, &m));
+        let moved = MapsEntry::parse("7000-9000 rw-s 00000000 00:00 3 /tmp/x").unwrap();
+        assert!(!same_mapping(&k, &moved));
+        let other = MapsEntry::parse("7000-8000 rw-s 00000000 00:00 3 /tmp/y").unwrap();
+        assert!(!same_mapping(&k, &other));
+        assert!(
+            !same_mapping(&m, &k),
+            "only the kernel's name may carry the suffix"
+        );
+    }
+}
