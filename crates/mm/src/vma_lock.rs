@@ -153,7 +153,10 @@ mod shuttle_model {
                         }
                         let g = maple::pin();
                         let v = tree.load(START, &g).unwrap();
-                        assert!(!v.flags().contains(VmFlags::WRITE), "fallback saw the old VMA");
+                        assert!(
+                            !v.flags().contains(VmFlags::WRITE),
+                            "fallback saw the old VMA"
+                        );
                         assert!(v.lock().try_read(), "the new VMA must be lockable");
                         v.lock().read_unlock();
                     }

@@ -12,12 +12,35 @@ const WINDOW_PAGES: u64 = 64;
 
 #[derive(Debug, Clone)]
 enum Op {
-    Mmap { page: u64, pages: u64, prot: u32, flags: u32 },
-    Munmap { page: u64, pages: u64 },
-    Mprotect { page: u64, pages: u64, prot: u32 },
-    Mremap { page: u64, old: u64, new: u64, flags: u32, to: u64 },
-    Brk { pages: i64 },
-    Fault { page: u64, write: bool },
+    Mmap {
+        page: u64,
+        pages: u64,
+        prot: u32,
+        flags: u32,
+    },
+    Munmap {
+        page: u64,
+        pages: u64,
+    },
+    Mprotect {
+        page: u64,
+        pages: u64,
+        prot: u32,
+    },
+    Mremap {
+        page: u64,
+        old: u64,
+        new: u64,
+        flags: u32,
+        to: u64,
+    },
+    Brk {
+        pages: i64,
+    },
+    Fault {
+        page: u64,
+        write: bool,
+    },
 }
 
 fn addr(page: u64) -> u64 {
@@ -29,20 +52,39 @@ fn op() -> impl Strategy<Value = Op> {
     let pages = 0..8u64;
     let prot = prop_oneof![0..8u32, Just(0x10u32), Just(0x0100_0000u32)];
     let flags = prop_oneof![
-        Just(0x22u32),                // private anonymous
-        Just(0x32u32),                // ... fixed
-        Just(0x10_0022u32),           // ... fixed_noreplace
-        Just(0x21u32),                // shared anonymous
-        Just(0x0122u32),              // grows-down
-        Just(0x4022u32),              // noreserve
-        Just(0x20u32),                // no type: EINVAL
-        Just(0x8022u32),              // populate
+        Just(0x22u32),      // private anonymous
+        Just(0x32u32),      // ... fixed
+        Just(0x10_0022u32), // ... fixed_noreplace
+        Just(0x21u32),      // shared anonymous
+        Just(0x0122u32),    // grows-down
+        Just(0x4022u32),    // noreserve
+        Just(0x20u32),      // no type: EINVAL
+        Just(0x8022u32),    // populate
     ];
     prop_oneof![
-        (page.clone(), pages.clone(), prot.clone(), flags).prop_map(|(page, pages, prot, flags)| Op::Mmap { page, pages, prot, flags }),
+        (page.clone(), pages.clone(), prot.clone(), flags).prop_map(
+            |(page, pages, prot, flags)| Op::Mmap {
+                page,
+                pages,
+                prot,
+                flags
+            }
+        ),
         (page.clone(), pages.clone()).prop_map(|(page, pages)| Op::Munmap { page, pages }),
-        (page.clone(), pages.clone(), prot).prop_map(|(page, pages, prot)| Op::Mprotect { page, pages, prot }),
-        (page.clone(), pages.clone(), pages, 0..8u32, page.clone()).prop_map(|(page, old, new, flags, to)| Op::Mremap { page, old, new, flags, to }),
+        (page.clone(), pages.clone(), prot).prop_map(|(page, pages, prot)| Op::Mprotect {
+            page,
+            pages,
+            prot
+        }),
+        (page.clone(), pages.clone(), pages, 0..8u32, page.clone()).prop_map(
+            |(page, old, new, flags, to)| Op::Mremap {
+                page,
+                old,
+                new,
+                flags,
+                to
+            }
+        ),
         (-4i64..8).prop_map(|pages| Op::Brk { pages }),
         (page, any::<bool>()).prop_map(|(page, write)| Op::Fault { page, write }),
     ]
@@ -51,7 +93,12 @@ fn op() -> impl Strategy<Value = Op> {
 /// Apply `op`; `Err` carries the errno of a refused call.
 fn apply(mm: &Mm, op: &Op, heap: u64) -> Result<u64, Errno> {
     match *op {
-        Op::Mmap { page, pages, prot, flags } => mm.mmap(
+        Op::Mmap {
+            page,
+            pages,
+            prot,
+            flags,
+        } => mm.mmap(
             addr(page),
             pages * PAGE,
             Prot::from_bits_retain(prot),
@@ -63,7 +110,13 @@ fn apply(mm: &Mm, op: &Op, heap: u64) -> Result<u64, Errno> {
         Op::Mprotect { page, pages, prot } => mm
             .mprotect(addr(page), pages * PAGE, Prot::from_bits_retain(prot))
             .map(|_| 0),
-        Op::Mremap { page, old, new, flags, to } => mm.mremap(
+        Op::Mremap {
+            page,
+            old,
+            new,
+            flags,
+            to,
+        } => mm.mremap(
             addr(page),
             old * PAGE,
             new * PAGE,
@@ -81,7 +134,9 @@ fn apply(mm: &Mm, op: &Op, heap: u64) -> Result<u64, Errno> {
         }
         Op::Fault { page, write } => {
             let access = if write { Access::Write } else { Access::Read };
-            mm.fault(addr(page), access).map(|_| 0).map_err(|e| e.errno())
+            mm.fault(addr(page), access)
+                .map(|_| 0)
+                .map_err(|e| e.errno())
         }
     }
 }
@@ -99,14 +154,16 @@ type Shape = Vec<(u64, u64, String, u64, Option<String>)>;
 /// Every page outside `touched` is mapped alike (or unmapped) in both maps.
 fn same_outside(before: &Shape, after: &Shape, touched: &[(u64, u64)]) -> Result<(), String> {
     let at = |m: &Shape, a: u64| {
-        m.iter()
-            .find(|e| e.0 <= a && a < e.1)
-            .map(|e| {
-                // A file page's offset is fixed; an anonymous page has none
-                // to compare (its VMA's extent may change on a split).
-                let file = e.4.as_ref().is_some_and(|n| !n.starts_with('['));
-                (e.2.clone(), if file { e.3 + (a - e.0) } else { 0 }, e.4.clone())
-            })
+        m.iter().find(|e| e.0 <= a && a < e.1).map(|e| {
+            // A file page's offset is fixed; an anonymous page has none
+            // to compare (its VMA's extent may change on a split).
+            let file = e.4.as_ref().is_some_and(|n| !n.starts_with('['));
+            (
+                e.2.clone(),
+                if file { e.3 + (a - e.0) } else { 0 },
+                e.4.clone(),
+            )
+        })
     };
     for page in 0..4 * WINDOW_PAGES {
         let a = addr(page);
@@ -114,7 +171,11 @@ fn same_outside(before: &Shape, after: &Shape, touched: &[(u64, u64)]) -> Result
             continue;
         }
         if at(before, a) != at(after, a) {
-            return Err(format!("page {a:#x} changed outside the call's range: {:?} -> {:?}", at(before, a), at(after, a)));
+            return Err(format!(
+                "page {a:#x} changed outside the call's range: {:?} -> {:?}",
+                at(before, a),
+                at(after, a)
+            ));
         }
     }
     Ok(())
@@ -196,7 +257,8 @@ fn split_and_merge_round_trip() {
     mm.munmap(a + 3 * PAGE, PAGE).unwrap();
     assert_eq!(mm.map_count(), 2);
     // Refilling the hole merges all three again.
-    mm.mmap(a + 3 * PAGE, PAGE, rw, anon | MapFlags::FIXED, None, 0).unwrap();
+    mm.mmap(a + 3 * PAGE, PAGE, rw, anon | MapFlags::FIXED, None, 0)
+        .unwrap();
     assert_eq!(mm.map_count(), 1);
     mm.validate().unwrap();
 }
@@ -206,12 +268,16 @@ fn first_write_fault_gives_an_anon_vma_and_blocks_unrelated_merges() {
     let mm = Mm::new(MmConfig::default());
     let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
     let rw = Prot::READ | Prot::WRITE;
-    let a = mm.mmap(BASE, PAGE, rw, anon | MapFlags::FIXED, None, 0).unwrap();
+    let a = mm
+        .mmap(BASE, PAGE, rw, anon | MapFlags::FIXED, None, 0)
+        .unwrap();
     assert!(mm.find_vma(a).unwrap().anon().is_none());
     mm.fault(a, Access::Write).unwrap();
     assert!(mm.find_vma(a).unwrap().anon().is_some());
     // A read fault never needs one.
-    let b = mm.mmap(BASE + 4 * PAGE, PAGE, rw, anon | MapFlags::FIXED, None, 0).unwrap();
+    let b = mm
+        .mmap(BASE + 4 * PAGE, PAGE, rw, anon | MapFlags::FIXED, None, 0)
+        .unwrap();
     mm.fault(b, Access::Read).unwrap();
     assert!(mm.find_vma(b).unwrap().anon().is_none());
 }
@@ -220,7 +286,9 @@ fn first_write_fault_gives_an_anon_vma_and_blocks_unrelated_merges() {
 fn fork_copies_and_exit_empties() {
     let parent = Mm::new(MmConfig::default());
     let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
-    let a = parent.mmap(0, 4 * PAGE, Prot::READ | Prot::WRITE, anon, None, 0).unwrap();
+    let a = parent
+        .mmap(0, 4 * PAGE, Prot::READ | Prot::WRITE, anon, None, 0)
+        .unwrap();
     parent.fault(a, Access::Write).unwrap();
     let child = parent.fork();
     assert_eq!(child.maps(), parent.maps());
@@ -249,8 +317,22 @@ fn exec_maps_an_image() {
     let image = Image {
         segments: vec![
             seg(&exe, 0, 0x400000, 0x1000, 0x1000, Prot::READ),
-            seg(&exe, 0x1000, 0x401000, 0x2000, 0x2000, Prot::READ | Prot::EXEC),
-            seg(&exe, 0x3000, 0x403000, 0x1800, 0x4000, Prot::READ | Prot::WRITE),
+            seg(
+                &exe,
+                0x1000,
+                0x401000,
+                0x2000,
+                0x2000,
+                Prot::READ | Prot::EXEC,
+            ),
+            seg(
+                &exe,
+                0x3000,
+                0x403000,
+                0x1800,
+                0x4000,
+                Prot::READ | Prot::WRITE,
+            ),
         ],
         interp: vec![
             seg(&ld, 0, 0, 0x1000, 0x1000, Prot::READ),
@@ -259,8 +341,15 @@ fn exec_maps_an_image() {
         stack_size: 132 * 1024,
     };
     mm.exec(&image).unwrap();
-    let names: Vec<_> = mm.maps().into_iter().map(|e| e.name.unwrap_or_default()).collect();
-    assert!(names.iter().filter(|n| *n == "/usr/bin/prog").count() == 3, "{names:?}");
+    let names: Vec<_> = mm
+        .maps()
+        .into_iter()
+        .map(|e| e.name.unwrap_or_default())
+        .collect();
+    assert!(
+        names.iter().filter(|n| *n == "/usr/bin/prog").count() == 3,
+        "{names:?}"
+    );
     assert!(names.iter().any(|n| n == "/usr/lib/ld.so"), "{names:?}");
     assert!(names.iter().any(|n| n == "[stack]"), "{names:?}");
     // The heap starts after the bss.

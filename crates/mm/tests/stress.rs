@@ -54,7 +54,8 @@ fn run(index: IndexKind) {
     // A stable region beside it that nobody changes.
     let stable = BASE + 2 * PAGES * PAGE;
     mm.mmap(stable, PAGES * PAGE, rw, shared, None, 0).unwrap();
-    let state: Arc<Vec<AtomicU64>> = Arc::new((0..PAGES).map(|_| AtomicU64::new(WRITABLE)).collect());
+    let state: Arc<Vec<AtomicU64>> =
+        Arc::new((0..PAGES).map(|_| AtomicU64::new(WRITABLE)).collect());
     let stop = Arc::new(AtomicBool::new(false));
     let faulters: Vec<_> = (0..threads)
         .map(|t| {
@@ -74,7 +75,10 @@ fn run(index: IndexKind) {
                     }
                     let q = rng.next() % PAGES;
                     assert!(mm.fault(stable + q * PAGE, Access::Write).is_ok());
-                    assert_eq!(mm.fault(BASE + 4 * PAGES * PAGE, Access::Read), Err(FaultError::Segv));
+                    assert_eq!(
+                        mm.fault(BASE + 4 * PAGES * PAGE, Access::Read),
+                        Err(FaultError::Segv)
+                    );
                 }
                 checked
             })

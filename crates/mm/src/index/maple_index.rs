@@ -5,8 +5,8 @@ use std::sync::Arc;
 use maple::MapleTree;
 
 use super::{check_replace, uncovered, VmaIndex};
-use crate::Errno;
 use crate::vma::Vma;
+use crate::Errno;
 
 /// VMAs in a [`MapleTree`], written in RCU mode (copy-on-write, one
 /// release store per change) so that faults may search it with no lock.
@@ -69,7 +69,11 @@ impl VmaIndex for MapleIndex {
             return;
         }
         let guard = maple::pin();
-        out.extend(self.tree.range(start..end, &guard).map(|(_, _, v)| Arc::clone(v)));
+        out.extend(
+            self.tree
+                .range(start..end, &guard)
+                .map(|(_, _, v)| Arc::clone(v)),
+        );
     }
 
     fn replace(&mut self, old: &[Arc<Vma>], new: &[Arc<Vma>]) -> Result<(), Errno> {
@@ -109,7 +113,6 @@ impl VmaIndex for MapleIndex {
             f(v)
         }
     }
-
 
     fn lockless(&self) -> Option<Arc<MapleTree<Arc<Vma>>>> {
         Some(Arc::clone(&self.tree))

@@ -143,7 +143,10 @@ fn replace_splits_and_merges() {
 
 #[test]
 fn replace_of_a_missing_vma_is_refused() {
-    for mut ix in [Box::new(legacy_with(&[(P, 3 * P)])) as Box<dyn VmaIndex>, maple_with(&[(P, 3 * P)])] {
+    for mut ix in [
+        Box::new(legacy_with(&[(P, 3 * P)])) as Box<dyn VmaIndex>,
+        maple_with(&[(P, 3 * P)]),
+    ] {
         assert_eq!(ix.replace(&[vma(P, 2 * P)], &[]), Err(Errno::EINVAL));
         assert_eq!(ix.len(), 1);
         ix.validate().unwrap();
@@ -152,10 +155,17 @@ fn replace_of_a_missing_vma_is_refused() {
 
 #[test]
 fn insert_over_a_live_vma_is_refused() {
-    for mut ix in [Box::new(legacy_with(&[(P, 3 * P)])) as Box<dyn VmaIndex>, maple_with(&[(P, 3 * P)])] {
+    for mut ix in [
+        Box::new(legacy_with(&[(P, 3 * P)])) as Box<dyn VmaIndex>,
+        maple_with(&[(P, 3 * P)]),
+    ] {
         assert_eq!(ix.replace(&[], &[vma(2 * P, 4 * P)]), Err(Errno::EINVAL));
         let two = [vma(4 * P, 6 * P), vma(5 * P, 7 * P)];
-        assert_eq!(ix.replace(&[], &two), Err(Errno::EINVAL), "overlapping new VMAs");
+        assert_eq!(
+            ix.replace(&[], &two),
+            Err(Errno::EINVAL),
+            "overlapping new VMAs"
+        );
         assert_eq!(ix.len(), 1);
         ix.validate().unwrap();
     }
@@ -192,7 +202,10 @@ fn cache_hits_on_repeat_and_on_other_pages_of_the_vma() {
 fn cache_invalidated_by_replace_on_another_thread() {
     let a = vma(0x10 * P, 0x20 * P);
     let ix = Arc::new(RwLock::new(LegacyIndex::new()));
-    ix.write().unwrap().replace(&[], std::slice::from_ref(&a)).unwrap();
+    ix.write()
+        .unwrap()
+        .replace(&[], std::slice::from_ref(&a))
+        .unwrap();
 
     let addr = 0x18 * P;
     assert!(Arc::ptr_eq(&ix.read().unwrap().find(addr).unwrap(), &a));
@@ -224,7 +237,12 @@ fn cache_invalidated_by_replace_on_another_thread() {
 
     // And an unmap on the other thread leaves nothing to find.
     std::thread::scope(|s| {
-        s.spawn(|| ix.write().unwrap().replace(std::slice::from_ref(&a2), &[]).unwrap());
+        s.spawn(|| {
+            ix.write()
+                .unwrap()
+                .replace(std::slice::from_ref(&a2), &[])
+                .unwrap()
+        });
     });
     assert!(ix.read().unwrap().find(addr).is_none());
     ix.read().unwrap().validate().unwrap();
