@@ -117,7 +117,11 @@ impl MapFlags {
         | 0x1_0000
         | 0x2_0000
         | 0x4_0000
-        | 0x40;
+        | 0x40
+        // MAP_ABOVE4G
+        | 0x80
+        // MAP_UNINITIALIZED, MAP_HUGE_2MB and MAP_HUGE_1GB
+        | 0x7c00_0000;
 }
 
 bitflags! {
@@ -168,6 +172,8 @@ bitflags! {
         const ACCOUNT = 0x10_0000;
         /// Not charged (`MAP_NORESERVE`).
         const NORESERVE = 0x20_0000;
+        /// `MAP_SYNC` was given (`VM_SYNC`).
+        const SYNC = 0x80_0000;
         /// Soft-dirty tracking bit; ignored when merging.
         const SOFTDIRTY = 0x800_0000;
         /// Transparent huge pages refused (`MAP_STACK`).
@@ -212,7 +218,7 @@ impl VmFlags {
     /// The names `/proc/<pid>/smaps` prints in its `VmFlags:` line, for
     /// the bits the model keeps.
     pub fn smaps_names(self) -> Vec<&'static str> {
-        const NAMES: [(VmFlags, &str); 15] = [
+        const NAMES: [(VmFlags, &str); 16] = [
             (VmFlags::READ, "rd"),
             (VmFlags::WRITE, "wr"),
             (VmFlags::EXEC, "ex"),
@@ -227,6 +233,7 @@ impl VmFlags {
             (VmFlags::DONTEXPAND, "de"),
             (VmFlags::ACCOUNT, "ac"),
             (VmFlags::NORESERVE, "nr"),
+            (VmFlags::SYNC, "sf"),
             (VmFlags::NOHUGEPAGE, "nh"),
         ];
         NAMES
@@ -256,6 +263,7 @@ impl VmFlags {
                 "de" => VmFlags::DONTEXPAND,
                 "ac" => VmFlags::ACCOUNT,
                 "nr" => VmFlags::NORESERVE,
+                "sf" => VmFlags::SYNC,
                 "sd" => VmFlags::SOFTDIRTY,
                 "nh" => VmFlags::NOHUGEPAGE,
                 _ => VmFlags::empty(),
