@@ -178,10 +178,34 @@ bitflags! {
         const SOFTDIRTY = 0x800_0000;
         /// Transparent huge pages refused (`MAP_STACK`).
         const NOHUGEPAGE = 0x4000_0000;
+        /// Protection key, bit 0 (x86 `VM_PKEY_BIT0`).
+        const PKEY_BIT0 = 1 << 32;
+        /// Protection key, bit 1.
+        const PKEY_BIT1 = 1 << 33;
+        /// Protection key, bit 2.
+        const PKEY_BIT2 = 1 << 34;
+        /// Protection key, bit 3.
+        const PKEY_BIT3 = 1 << 35;
     }
 }
 
 impl VmFlags {
+    /// The protection-key bits.
+    pub const PKEY_MASK: VmFlags = VmFlags::PKEY_BIT0
+        .union(VmFlags::PKEY_BIT1)
+        .union(VmFlags::PKEY_BIT2)
+        .union(VmFlags::PKEY_BIT3);
+
+    /// The flag bits of protection key `pkey` (0..=15).
+    pub fn from_pkey(pkey: u8) -> VmFlags {
+        VmFlags::from_bits_truncate(u64::from(pkey & 0xf) << 32)
+    }
+
+    /// The protection key these flags carry.
+    pub fn pkey(self) -> u8 {
+        ((self & VmFlags::PKEY_MASK).bits() >> 32) as u8
+    }
+
     /// The three access bits.
     pub const ACCESS: VmFlags = VmFlags::READ.union(VmFlags::WRITE).union(VmFlags::EXEC);
     /// What a new stack VMA gets (`VM_STACK_FLAGS` plus accounting).

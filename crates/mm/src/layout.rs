@@ -54,6 +54,10 @@ pub struct Layout {
     /// The process holds `CAP_SYS_RAWIO` (e.g. runs as root): it may map
     /// below `mmap_min_addr`, which otherwise fails with `EPERM`.
     pub cap_sys_rawio: bool,
+    /// The CPU has protection keys enabled (x86 `OSPKE`): a `PROT_EXEC`
+    /// mapping gets the address space's execute-only key, which changes
+    /// its flags (and so what it merges with).
+    pub exec_only_pkey: bool,
 }
 
 impl Layout {
@@ -74,6 +78,7 @@ impl Layout {
             overcommit_never: false,
             stack_top: task_size,
             cap_sys_rawio: false,
+            exec_only_pkey: false,
         }
     }
 

@@ -87,6 +87,7 @@ impl Mm {
                 brk: st.brk,
                 start_stack: st.start_stack,
                 max_map_count: 0,
+                exec_only_pkey: st.exec_only_pkey,
             },
             &vmas,
         )

@@ -130,8 +130,17 @@ impl State {
         if self.index.len() > layout.max_map_count {
             return Err(Errno::ENOMEM);
         }
+        // An exactly-PROT_EXEC mapping gets the execute-only key.
+        let mut pkey = 0;
+        if prot.bits() == Prot::EXEC.bits() {
+            pkey = self.execute_only_pkey(layout).unwrap_or(0);
+        }
         // calc_vm_prot_bits | calc_vm_flag_bits | VM_MAY*.
-        let mut vm = VmFlags::from_prot(prot) | VmFlags::MAYREAD | VmFlags::MAYWRITE | VmFlags::MAYEXEC;
+        let mut vm = VmFlags::from_prot(prot)
+            | VmFlags::from_pkey(pkey)
+            | VmFlags::MAYREAD
+            | VmFlags::MAYWRITE
+            | VmFlags::MAYEXEC;
         if flags.contains(MapFlags::GROWSDOWN) {
             vm |= VmFlags::GROWSDOWN;
         }

@@ -80,6 +80,9 @@ pub(crate) struct State {
     pub(crate) brk: u64,
     pub(crate) start_stack: u64,
     pub(crate) max_map_count: usize,
+    /// The execute-only protection key, once allocated
+    /// (`mm->context.execute_only_pkey`).
+    pub(crate) exec_only_pkey: Option<u8>,
 }
 
 impl Mm {
@@ -93,6 +96,7 @@ impl Mm {
                 brk: 0,
                 start_stack: 0,
                 max_map_count: 0,
+                exec_only_pkey: None,
             },
             &[],
         )
@@ -190,6 +194,7 @@ impl Mm {
                 brk,
                 start_stack,
                 max_map_count: 0,
+                exec_only_pkey: None,
             },
             &vmas,
         ))
@@ -282,6 +287,16 @@ impl std::fmt::Debug for Mm {
 }
 
 impl State {
+    /// `execute_only_pkey`: the key for `PROT_EXEC`-only mappings,
+    /// allocated (the lowest free key, 1) on first use; `None` without
+    /// protection keys.
+    pub(crate) fn execute_only_pkey(&mut self, layout: &Layout) -> Option<u8> {
+        if !layout.exec_only_pkey {
+            return None;
+        }
+        Some(*self.exec_only_pkey.get_or_insert(1))
+    }
+
     pub(crate) fn vmas(&self) -> Vec<Arc<Vma>> {
         let mut out = Vec::with_capacity(self.index.len());
         self.index.for_each(&mut |v| out.push(Arc::clone(v)));

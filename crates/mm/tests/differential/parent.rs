@@ -18,6 +18,11 @@ use super::calls::{result_str, Call};
 use super::child::{CMD_WORDS, READY_MAGIC, READY_WORDS};
 use super::gen::{FileInfo, Gen, Rng};
 
+/// `VMSCALE_DIFF_STATS=1`: count results per call kind and errno.
+static STATS: AtomicBool = AtomicBool::new(false);
+static STATS_MAP: Mutex<std::collections::BTreeMap<String, u64>> =
+    Mutex::new(std::collections::BTreeMap::new());
+
 /// The private window: 64 GiB at 16 TiB, far below the program (at
 /// 0x555555554000 without randomisation) and the libraries (below
 /// 0x7ffff7fff000).
@@ -96,6 +101,11 @@ fn real_layout() -> Layout {
     }
     l.thp_align = std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists();
     l.cap_sys_rawio = has_cap_sys_rawio();
+    // With protection keys enabled, PROT_EXEC-only mappings get a key.
+    l.exec_only_pkey = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == "ospke"));
     l
 }
 
@@ -462,6 +472,16 @@ fn run(setup: &Setup, calls: &mut Vec<Call>, mut gen: Option<(&mut Gen, usize)>)
         if let Some((g, _)) = gen.as_mut() {
             record_owned(g, &call, k);
         }
+        if STATS.load(Ordering::Relaxed) {
+            let kind = call.to_string();
+            let kind = kind.split('(').next().unwrap_or("").to_string();
+            let r = if k < 0 { result_str(k) } else { "ok".into() };
+            *STATS_MAP
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(format!("{kind} {r}"))
+                .or_default() += 1;
+        }
         results.push((k, ms.clone()));
         if let Some(report) = compare(&pair, setup, Some((k, &ms)))? {
             return Ok(Run {
@@ -608,6 +628,7 @@ pub fn main() -> i32 {
         l.max_map_count,
         l.thp_align
     );
+    STATS.store(std::env::var_os("VMSCALE_DIFF_STATS").is_some(), Ordering::Relaxed);
     let t0 = Instant::now();
     let case_list: Vec<u64> = match only {
         Some(c) => vec![c],
@@ -652,6 +673,11 @@ pub fn main() -> i32 {
         }
     });
     let secs = t0.elapsed().as_secs_f64();
+    if STATS.load(Ordering::Relaxed) {
+        for (k, n) in STATS_MAP.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            println!("  {k:<28} {n}");
+        }
+    }
     if let Some(e) = error.into_inner().unwrap_or_else(|e| e.into_inner()) {
         eprintln!("differential: harness error: {e}");
         return 1;
