@@ -69,7 +69,14 @@ impl State {
     /// address agree modulo the huge page size (at the top of the padded
     /// area when the search result already agrees). `None` where Linux
     /// returns 0 and the caller retries without padding.
-    fn thp_area(&self, layout: &Layout, addr: u64, len: u64, off: u64, flags: MapFlags) -> Option<u64> {
+    fn thp_area(
+        &self,
+        layout: &Layout,
+        addr: u64,
+        len: u64,
+        off: u64,
+        flags: MapFlags,
+    ) -> Option<u64> {
         let size = PMD_SIZE;
         // loff_t arithmetic: offsets are signed 64-bit in the kernel.
         let off_end = (off as i64).checked_add(len as i64)?;
@@ -92,7 +99,13 @@ impl State {
 
     /// The architecture's choice: `MAP_FIXED` as given, a hint if it fits,
     /// else top-down from `mmap_base`, falling back to bottom-up.
-    fn arch_area(&self, layout: &Layout, addr: u64, len: u64, flags: MapFlags) -> Result<u64, Errno> {
+    fn arch_area(
+        &self,
+        layout: &Layout,
+        addr: u64,
+        len: u64,
+        flags: MapFlags,
+    ) -> Result<u64, Errno> {
         if len > layout.task_size {
             return Err(Errno::ENOMEM);
         }

@@ -155,8 +155,11 @@ impl State {
         }
         // Anonymous memory is placed as if at offset 0.
         let area_pgoff = if file.is_some() { pgoff } else { 0 };
-        let addr = self.get_unmapped_area(layout, file.map(|f| &**f), addr, len, area_pgoff, flags)?;
-        if flags.contains(MapFlags::FIXED_NOREPLACE) && !self.overlapping(addr, addr + len).is_empty() {
+        let addr =
+            self.get_unmapped_area(layout, file.map(|f| &**f), addr, len, area_pgoff, flags)?;
+        if flags.contains(MapFlags::FIXED_NOREPLACE)
+            && !self.overlapping(addr, addr + len).is_empty()
+        {
             return Err(Errno::EEXIST);
         }
         let map_type = flags.bits() & MapFlags::TYPE;

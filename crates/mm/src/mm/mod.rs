@@ -263,7 +263,11 @@ impl Mm {
                 err = Some(format!("bad VMA [{:#x}, {:#x})", v.start(), v.end()));
             }
             if v.lock().is_write_locked() && err.is_none() {
-                err = Some(format!("retired VMA [{:#x}, {:#x}) still indexed", v.start(), v.end()));
+                err = Some(format!(
+                    "retired VMA [{:#x}, {:#x}) still indexed",
+                    v.start(),
+                    v.end()
+                ));
             }
             last_end = v.end();
         });
@@ -340,8 +344,7 @@ impl State {
         let (Some(first), Some(last)) = (old.first(), old.last()) else {
             return Ok(());
         };
-        if first.start() < start && end < first.end() && self.index.len() >= layout.max_map_count
-        {
+        if first.start() < start && end < first.end() && self.index.len() >= layout.max_map_count {
             return Err(Errno::ENOMEM);
         }
         let mut keep = Vec::new();
@@ -358,7 +361,9 @@ impl State {
     /// How `/proc/<pid>/maps` shows `v`.
     pub(crate) fn maps_entry(&self, v: &Vma) -> MapsEntry {
         let (offset, dev, inode, name) = match v.file() {
-            Some(f) if f.name().starts_with('[') => (0, "00:00".to_string(), 0, Some(f.name().to_string())),
+            Some(f) if f.name().starts_with('[') => {
+                (0, "00:00".to_string(), 0, Some(f.name().to_string()))
+            }
             Some(f) => (
                 v.pgoff() << crate::PAGE_SHIFT,
                 "00:00".to_string(),
@@ -366,13 +371,14 @@ impl State {
                 Some(f.name().to_string()),
             ),
             None => {
-                let name = if v.start() <= self.brk && v.end() >= self.start_brk && self.start_brk != 0 {
-                    Some("[heap]".to_string())
-                } else if v.start() <= self.start_stack && v.end() >= self.start_stack {
-                    Some("[stack]".to_string())
-                } else {
-                    None
-                };
+                let name =
+                    if v.start() <= self.brk && v.end() >= self.start_brk && self.start_brk != 0 {
+                        Some("[heap]".to_string())
+                    } else if v.start() <= self.start_stack && v.end() >= self.start_stack {
+                        Some("[stack]".to_string())
+                    } else {
+                        None
+                    };
                 (0, "00:00".to_string(), 0, name)
             }
         };

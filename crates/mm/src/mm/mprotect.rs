@@ -141,7 +141,9 @@ impl State {
             return Ok(Arc::clone(vma));
         }
         if newflags.contains(VmFlags::WRITE) {
-            if !old.intersects(VmFlags::ACCOUNT | VmFlags::WRITE | VmFlags::SHARED | VmFlags::NORESERVE) {
+            if !old.intersects(
+                VmFlags::ACCOUNT | VmFlags::WRITE | VmFlags::SHARED | VmFlags::NORESERVE,
+            ) {
                 *newflags |= VmFlags::ACCOUNT;
             }
         } else if old.contains(VmFlags::ACCOUNT) && vma.is_anonymous() && vma.anon().is_none() {
@@ -171,7 +173,9 @@ impl State {
         if cur.end() > end {
             cur = self.split(&cur, end, true)?;
         }
-        Ok(self.commit(&[Arc::clone(&cur)], vec![cur.with_flags(flags)]).remove(0))
+        Ok(self
+            .commit(&[Arc::clone(&cur)], vec![cur.with_flags(flags)])
+            .remove(0))
     }
 
     /// `split_vma`: cut `vma` at `at`; returns the lower part if `keep_low`,
@@ -182,6 +186,10 @@ impl State {
         }
         let parts = vec![vma.resized(vma.start(), at), vma.resized(at, vma.end())];
         let mut parts = self.commit(&[Arc::clone(vma)], parts);
-        Ok(if keep_low { parts.remove(0) } else { parts.remove(1) })
+        Ok(if keep_low {
+            parts.remove(0)
+        } else {
+            parts.remove(1)
+        })
     }
 }

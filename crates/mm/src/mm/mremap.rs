@@ -16,21 +16,27 @@ impl Mm {
     /// the range after it is free, else moves it if `MREMAP_MAYMOVE` allows
     /// (to a new top-down area, or to exactly `new_addr` with
     /// `MREMAP_FIXED`, replacing what is there). `MREMAP_DONTUNMAP` moves
-    /// the pages but leaves the old range mapped. Errors: `EINVAL` for bad
-    /// flags, unaligned addresses, a zero new length, overlapping old and
-    /// new ranges; `EFAULT` when `old_addr` is unmapped or the old range
-    /// runs past its VMA; `ENOMEM` when growth has nowhere to go.
+    /// the pages but leaves the old range mapped. As in Linux 6.17 and
+    /// later, `MREMAP_FIXED` with equal lengths moves every VMA of the
+    /// range, keeping the gaps between them. Errors, in Linux's order:
+    /// `EINVAL` for bad flags, unaligned addresses, a zero or oversized new
+    /// length, overlapping old and new ranges, or duplicating a private
+    /// mapping (`old_len` 0); `EFAULT` when `old_addr` is unmapped or the
+    /// range to move runs past its VMA; `ENOMEM` when growth has nowhere to
+    /// go.
     ///
     /// ```
     /// use mm::{MapFlags, Mm, MmConfig, MremapFlags, Prot};
     /// let mm = Mm::new(MmConfig::default());
     /// let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
     /// let a = mm.mmap(0, 4096, Prot::READ, anon, None, 0).unwrap();
-    /// // The area above is taken by nothing, but top-down allocation put
-    /// // `a` right under mmap_base, so growth must move:
-    /// assert_eq!(mm.mremap(a, 4096, 8192, MremapFlags::empty(), 0), Err(mm::Errno::ENOMEM));
-    /// let b = mm.mremap(a, 4096, 8192, MremapFlags::MAYMOVE, 0).unwrap();
-    /// assert_ne!(a, b);
+    /// // A second mapping goes right below the first, so the lower one
+    /// // cannot grow in place and must move:
+    /// let b = mm.mmap(0, 4096, Prot::READ | Prot::WRITE, anon, None, 0).unwrap();
+    /// assert_eq!(b, a - 4096);
+    /// assert_eq!(mm.mremap(b, 4096, 8192, MremapFlags::empty(), 0), Err(mm::Errno::ENOMEM));
+    /// let c = mm.mremap(b, 4096, 8192, MremapFlags::MAYMOVE, 0).unwrap();
+    /// assert_ne!(b, c);
     /// ```
     pub fn mremap(
         &self,
@@ -59,15 +65,14 @@ impl Mm {
         if new_len == 0 || new_len > task_size {
             return Err(Errno::EINVAL);
         }
-        if r.implies_new_addr() {
-            if new_addr > task_size - new_len
+        if r.implies_new_addr()
+            && (new_addr > task_size - new_len
                 || new_addr % PAGE_SIZE != 0
                 || !flags.contains(MremapFlags::MAYMOVE)
                 || (flags.contains(MremapFlags::DONTUNMAP) && old_len != new_len)
-                || r.overlaps()
-            {
-                return Err(Errno::EINVAL);
-            }
+                || r.overlaps())
+        {
+            return Err(Errno::EINVAL);
         }
         let mut st = self.state.write();
         // Room for the worst case of the early unmaps and the move.

@@ -134,9 +134,9 @@ impl Call {
                 ))
             }
             Call::Munmap { addr, len } => ret(mm.munmap(addr, len).map(|()| 0)),
-            Call::Mprotect { addr, len, prot } => {
-                ret(mm.mprotect(addr, len, Prot::from_bits_retain(prot)).map(|()| 0))
-            }
+            Call::Mprotect { addr, len, prot } => ret(mm
+                .mprotect(addr, len, Prot::from_bits_retain(prot))
+                .map(|()| 0)),
             Call::Mremap {
                 old,
                 old_len,

@@ -82,13 +82,7 @@ fn write_all(bytes: &[u8]) -> bool {
     let mut done = 0;
     while done < bytes.len() {
         // SAFETY: the pointer and length describe the unwritten tail.
-        let n = unsafe {
-            libc::write(
-                1,
-                bytes[done..].as_ptr().cast(),
-                bytes.len() - done,
-            )
-        };
+        let n = unsafe { libc::write(1, bytes[done..].as_ptr().cast(), bytes.len() - done) };
         if n <= 0 {
             return false;
         }
@@ -101,13 +95,7 @@ fn read_all(bytes: &mut [u8]) -> bool {
     let mut done = 0;
     while done < bytes.len() {
         // SAFETY: the pointer and length describe the unread tail.
-        let n = unsafe {
-            libc::read(
-                0,
-                bytes[done..].as_mut_ptr().cast(),
-                bytes.len() - done,
-            )
-        };
+        let n = unsafe { libc::read(0, bytes[done..].as_mut_ptr().cast(), bytes.len() - done) };
         if n <= 0 {
             return false;
         }
@@ -160,7 +148,6 @@ pub fn main() -> ! {
         ready[4 + i] = setup.fds[i] as u64;
     }
     let devzero = setup.devzero;
-    drop(setup);
     let mut bytes = [0u8; READY_WORDS * 8];
     for (i, w) in ready.iter().enumerate() {
         bytes[i * 8..i * 8 + 8].copy_from_slice(&w.to_ne_bytes());

@@ -57,7 +57,6 @@ impl Rng {
 #[derive(Debug, Clone)]
 pub struct FileInfo {
     pub size: u64,
-    pub writable: bool,
 }
 
 /// Generator state for one case.
@@ -159,12 +158,18 @@ impl Gen {
         let vmas: Vec<Arc<Vma>> = mm
             .vmas()
             .into_iter()
-            .filter(|v| self.owned.iter().any(|&(a, b)| v.start() < b && a < v.end()))
+            .filter(|v| {
+                self.owned
+                    .iter()
+                    .any(|&(a, b)| v.start() < b && a < v.end())
+            })
             .collect();
         if vmas.is_empty() {
             return None;
         }
-        Some(Arc::clone(&vmas[self.rng.below(vmas.len() as u64) as usize]))
+        Some(Arc::clone(
+            &vmas[self.rng.below(vmas.len() as u64) as usize],
+        ))
     }
 
     /// A page-aligned range `[s, e)` inside owned memory, often lined up
@@ -277,7 +282,7 @@ impl Gen {
                     off += self.rng.range(1, PAGE - 1);
                 }
                 if self.rng.pct(1) {
-                    off = u64::MAX & !(PAGE - 1);
+                    off = !(PAGE - 1);
                 }
                 off
             }
@@ -363,8 +368,8 @@ impl Gen {
             },
             97 => Call::Munmap { addr: s, len: 0 },
             _ => Call::Munmap {
-                addr: self.rng.pick(&[0x7fff_ffff_f000, 1 << 47, u64::MAX & !(PAGE - 1)]),
-                len: self.rng.pick(&[PAGE, u64::MAX & !(PAGE - 1)]),
+                addr: self.rng.pick(&[0x7fff_ffff_f000, 1 << 47, !(PAGE - 1)]),
+                len: self.rng.pick(&[PAGE, !(PAGE - 1)]),
             },
         }
     }
@@ -406,8 +411,8 @@ impl Gen {
                 prot,
             },
             _ => Call::Mprotect {
-                addr: self.rng.pick(&[0x7fff_ffff_f000, 1 << 47, u64::MAX & !(PAGE - 1)]),
-                len: self.rng.pick(&[PAGE, u64::MAX & !(PAGE - 1)]),
+                addr: self.rng.pick(&[0x7fff_ffff_f000, 1 << 47, !(PAGE - 1)]),
+                len: self.rng.pick(&[PAGE, !(PAGE - 1)]),
                 prot,
             },
         }
@@ -454,7 +459,7 @@ impl Gen {
             4 => new_len = 0,
             5 => old_len -= self.rng.range(1, PAGE - 1).min(old_len),
             6 => new_len = new_len.saturating_sub(self.rng.range(1, PAGE - 1)).max(1),
-            7 => new_len = self.rng.pick(&[u64::MAX & !(PAGE - 1), 1 << 47]),
+            7 => new_len = self.rng.pick(&[!(PAGE - 1), 1 << 47]),
             _ => {}
         }
         Call::Mremap {

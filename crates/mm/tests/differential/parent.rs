@@ -174,7 +174,7 @@ impl Setup {
     fn gen_files(&self) -> Vec<FileInfo> {
         self.files
             .iter()
-            .map(|&(_, size, writable)| FileInfo { size, writable })
+            .map(|&(_, size, _)| FileInfo { size })
             .collect()
     }
 
@@ -397,7 +397,11 @@ struct Run {
 }
 
 /// Compare the models with the kernel after a call; `None` if they agree.
-fn compare(pair: &Pair, setup: &Setup, kret: Option<(i64, &[i64])>) -> Result<Option<String>, String> {
+fn compare(
+    pair: &Pair,
+    setup: &Setup,
+    kret: Option<(i64, &[i64])>,
+) -> Result<Option<String>, String> {
     let mut report = String::new();
     if let Some((k, ms)) = kret {
         for (mm, &m) in pair.models.iter().zip(ms) {
@@ -439,7 +443,11 @@ fn compare(pair: &Pair, setup: &Setup, kret: Option<(i64, &[i64])>) -> Result<Op
 
 /// Run `calls` (or generate `n` calls with `gen`) in a fresh child and
 /// fresh models, stopping at the first mismatch.
-fn run(setup: &Setup, calls: &mut Vec<Call>, mut gen: Option<(&mut Gen, usize)>) -> Result<Run, String> {
+fn run(
+    setup: &Setup,
+    calls: &mut Vec<Call>,
+    mut gen: Option<(&mut Gen, usize)>,
+) -> Result<Run, String> {
     let pair = Pair::start(setup)?;
     let mut pair = pair;
     if let Some((g, _)) = gen.as_mut() {
@@ -555,7 +563,13 @@ fn shrink(setup: &Setup, mut calls: Vec<Call>) -> Result<Vec<Call>, String> {
     }
 }
 
-fn report_failure(setup: &Setup, seed: u64, case: u64, ncalls: usize, calls: Vec<Call>) -> Result<(), String> {
+fn report_failure(
+    setup: &Setup,
+    seed: u64,
+    case: u64,
+    ncalls: usize,
+    calls: Vec<Call>,
+) -> Result<(), String> {
     let original = calls.len();
     let shrunk = shrink(setup, calls)?;
     let mut shrunk = shrunk;
@@ -573,7 +587,11 @@ fn report_failure(setup: &Setup, seed: u64, case: u64, ncalls: usize, calls: Vec
     for (i, c) in shrunk.iter().enumerate() {
         let (k, ms) = r.results.get(i).cloned().unwrap_or((0, Vec::new()));
         let ms: Vec<String> = ms.iter().map(|&m| result_str(m)).collect();
-        let mark = if m.at == Some(i) { "  <== MISMATCH" } else { "" };
+        let mark = if m.at == Some(i) {
+            "  <== MISMATCH"
+        } else {
+            ""
+        };
         eprintln!(
             "  #{i:<3} {c}\n        kernel {}  model {}{mark}",
             result_str(k),
@@ -609,7 +627,9 @@ pub fn main() -> i32 {
     let ncalls = env_u64("VMSCALE_DIFF_CALLS").unwrap_or(50) as usize;
     let only = env_u64("VMSCALE_DIFF_CASE");
     let threads = env_u64("VMSCALE_DIFF_THREADS").unwrap_or_else(|| {
-        std::thread::available_parallelism().map_or(1, |n| n.get() as u64).min(4)
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get() as u64)
+            .min(4)
     });
     let setup = match Setup::new() {
         Ok(s) => s,
@@ -628,7 +648,10 @@ pub fn main() -> i32 {
         l.max_map_count,
         l.thp_align
     );
-    STATS.store(std::env::var_os("VMSCALE_DIFF_STATS").is_some(), Ordering::Relaxed);
+    STATS.store(
+        std::env::var_os("VMSCALE_DIFF_STATS").is_some(),
+        Ordering::Relaxed,
+    );
     let t0 = Instant::now();
     let case_list: Vec<u64> = match only {
         Some(c) => vec![c],
