@@ -68,11 +68,7 @@ impl VmaIndex for MapleIndex {
             return;
         }
         let guard = maple::pin();
-        out.extend(
-            self.tree
-                .range(start..end, &guard)
-                .map(|(_, _, v)| Arc::clone(v)),
-        );
+        out.extend(self.tree.range(start..end, &guard).map(|(_, _, v)| Arc::clone(v)));
     }
 
     fn replace(&mut self, old: &[Arc<Vma>], new: &[Arc<Vma>]) {
@@ -82,8 +78,7 @@ impl VmaIndex for MapleIndex {
                 .expect("a VMA range is never empty");
         }
         for (s, e) in uncovered(old, new) {
-            w.erase_range(s, e - 1)
-                .expect("an uncovered range is never empty");
+            w.erase_range(s, e - 1).expect("an uncovered range is never empty");
         }
     }
 
@@ -110,6 +105,7 @@ impl VmaIndex for MapleIndex {
             f(v)
         }
     }
+
 
     fn lockless(&self) -> Option<Arc<MapleTree<Arc<Vma>>>> {
         Some(Arc::clone(&self.tree))

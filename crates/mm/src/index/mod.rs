@@ -132,9 +132,7 @@ impl FromStr for IndexKind {
         match s {
             "maple" => Ok(IndexKind::Maple),
             "legacy" => Ok(IndexKind::Legacy),
-            _ => Err(format!(
-                "unknown VMA index {s:?} (expected maple or legacy)"
-            )),
+            _ => Err(format!("unknown VMA index {s:?} (expected maple or legacy)")),
         }
     }
 }
