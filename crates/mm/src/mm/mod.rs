@@ -371,14 +371,15 @@ impl State {
                 Some(f.name().to_string()),
             ),
             None => {
-                let name =
-                    if v.start() <= self.brk && v.end() >= self.start_brk && self.start_brk != 0 {
-                        Some("[heap]".to_string())
-                    } else if v.start() <= self.start_stack && v.end() >= self.start_stack {
-                        Some("[stack]".to_string())
-                    } else {
-                        None
-                    };
+                // vma_is_initial_heap / vma_is_initial_stack: the heap is
+                // what strictly overlaps [start_brk, brk).
+                let name = if v.start() < self.brk && v.end() > self.start_brk {
+                    Some("[heap]".to_string())
+                } else if v.start() <= self.start_stack && v.end() >= self.start_stack {
+                    Some("[stack]".to_string())
+                } else {
+                    None
+                };
                 (0, "00:00".to_string(), 0, name)
             }
         };

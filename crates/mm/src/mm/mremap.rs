@@ -269,6 +269,12 @@ impl State {
             }
             seen = true;
             target = got + len;
+            // The walk resumes after the VMA just handled (as it was before
+            // the move): if that reached the end of the range, it is over,
+            // even if the move merged something new into the range.
+            if pos >= end {
+                break;
+            }
         }
         res
     }

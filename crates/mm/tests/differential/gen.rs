@@ -136,12 +136,22 @@ impl Gen {
     /// A page-aligned address in the window, clustered near its start so
     /// that calls meet each other.
     fn window_addr(&mut self) -> u64 {
-        let pages = if self.rng.pct(85) {
-            self.rng.below(96)
-        } else {
-            self.rng.below(self.window_len / PAGE / 2)
+        let pages = match self.rng.below(100) {
+            0..=59 => self.rng.below(32),
+            60..=84 => self.rng.below(256),
+            _ => self.rng.below(self.window_len / PAGE / 2),
         };
         self.window + pages * PAGE
+    }
+
+    /// An address next to an owned VMA: at its end, or `len` below its
+    /// start (so that a new mapping or a moved one touches it).
+    fn near_addr(&mut self, mm: &Mm, len: u64) -> u64 {
+        match self.owned_vma(mm) {
+            Some(v) if self.rng.pct(50) => v.end(),
+            Some(v) => v.start().saturating_sub(len.next_multiple_of(PAGE)),
+            None => self.window_addr(),
+        }
     }
 
     /// A page-aligned address in an owned range (the window included).
@@ -226,7 +236,7 @@ impl Gen {
     /// The next call, given the model's current state.
     pub fn call(&mut self, mm: &Mm) -> Call {
         match self.rng.below(100) {
-            0..=29 => self.mmap(),
+            0..=29 => self.mmap(mm),
             30..=41 => self.munmap(mm),
             42..=59 => self.mprotect(mm),
             60..=74 => self.mremap(mm),
@@ -235,7 +245,7 @@ impl Gen {
         }
     }
 
-    fn mmap(&mut self) -> Call {
+    fn mmap(&mut self, mm: &Mm) -> Call {
         let mut len = self.len();
         let prot = self.prot();
         let nfiles = self.files.len() as u64;
@@ -294,7 +304,18 @@ impl Gen {
                 }
             }
         };
-        let addr = match self.rng.below(100) {
+        let addr = match self.rng.below(110) {
+            100..=104 => {
+                flags |= MAP_FIXED;
+                self.near_addr(mm, len)
+            }
+            105..=107 => self.near_addr(mm, len),
+            108..=109 => {
+                // Above the heap: brk must stop short of it (and its
+                // guard gap, if it grows down).
+                flags |= MAP_FIXED_NOREPLACE;
+                self.brk0.next_multiple_of(PAGE) + self.rng.range(1, 64) * PAGE
+            }
             0..=37 => {
                 flags |= MAP_FIXED;
                 self.window_addr()
@@ -443,7 +464,16 @@ impl Gen {
             new_len = old_len;
         }
         let mut new_addr = if flags & MREMAP_FIXED != 0 || self.rng.pct(5) {
-            self.window_addr()
+            if self.rng.pct(30) {
+                let a = self.near_addr(mm, new_len);
+                if self.is_owned(a, a.saturating_add(new_len.max(PAGE))) {
+                    a
+                } else {
+                    self.window_addr()
+                }
+            } else {
+                self.window_addr()
+            }
         } else {
             0
         };
