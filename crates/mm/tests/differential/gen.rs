@@ -71,6 +71,9 @@ pub struct Gen {
     /// The break when the child reported ready; brk never goes lower.
     pub brk0: u64,
     pub start_brk: u64,
+    /// Pages of the window's crowded corner: small values make calls
+    /// meet (merge, split, collide) more often.
+    pub cluster: u64,
 }
 
 const MAP_SHARED: u32 = 0x01;
@@ -137,7 +140,7 @@ impl Gen {
     /// that calls meet each other.
     fn window_addr(&mut self) -> u64 {
         let pages = match self.rng.below(100) {
-            0..=59 => self.rng.below(32),
+            0..=59 => self.rng.below(self.cluster),
             60..=84 => self.rng.below(256),
             _ => self.rng.below(self.window_len / PAGE / 2),
         };

@@ -526,8 +526,11 @@ fn case_seed(seed: u64, case: u64) -> u64 {
 }
 
 fn new_gen(setup: &Setup, seed: u64, case: u64) -> Gen {
+    let mut rng = Rng::new(case_seed(seed, case));
+    let cluster = rng.pick(&[12, 24, 32, 64]);
     Gen {
-        rng: Rng::new(case_seed(seed, case)),
+        cluster,
+        rng,
         window: WINDOW,
         window_len: WINDOW_LEN,
         owned: vec![(WINDOW, WINDOW + WINDOW_LEN)],
