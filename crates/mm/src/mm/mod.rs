@@ -30,6 +30,8 @@ mod merge;
 mod mmap;
 mod mprotect;
 mod mremap;
+#[cfg(test)]
+mod tests;
 
 pub use fault::{Access, FaultError, FaultPath};
 pub use lifecycle::{Image, Segment};
