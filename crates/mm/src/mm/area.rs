@@ -112,6 +112,28 @@ impl State {
         if flags.contains(MapFlags::FIXED) {
             return Ok(addr);
         }
+        if flags.contains(MapFlags::MAP_32BIT) {
+            // x86-64 places MAP_32BIT mappings bottom-up in [1 GiB, 2 GiB)
+            // (find_start_end), skipping the top-down search and its hint
+            // check for arch_get_unmapped_area's.
+            const BEGIN: u64 = 0x4000_0000;
+            const END: u64 = 0x8000_0000;
+            if len > END {
+                return Err(Errno::ENOMEM);
+            }
+            if addr != 0 {
+                let hint = addr.next_multiple_of(PAGE_SIZE);
+                let next = self.index.find_next(hint);
+                if END - len >= hint
+                    && next.is_none_or(|v| hint + len <= v.start_gap(layout.stack_guard_gap))
+                {
+                    return Ok(hint);
+                }
+            }
+            return self
+                .area_bottomup(layout, BEGIN, END, len)
+                .ok_or(Errno::ENOMEM);
+        }
         if addr != 0 {
             let hint = addr & !(PAGE_SIZE - 1);
             if layout.task_size - len >= hint {

@@ -81,6 +81,7 @@ const MAP_PRIVATE: u32 = 0x02;
 const MAP_SHARED_VALIDATE: u32 = 0x03;
 const MAP_FIXED: u32 = 0x10;
 const MAP_ANONYMOUS: u32 = 0x20;
+const MAP_32BIT: u32 = 0x40;
 const MAP_GROWSDOWN: u32 = 0x100;
 const MAP_NORESERVE: u32 = 0x4000;
 const MAP_POPULATE: u32 = 0x8000;
@@ -280,6 +281,9 @@ impl Gen {
         }
         if self.rng.pct(5) {
             flags |= MAP_STACK;
+        }
+        if self.rng.pct(3) {
+            flags |= MAP_32BIT;
         }
         if self.rng.pct(1) {
             flags |= self.rng.pick(&[0x80_0000, 0x400_0000, 0x5400_0000]);
