@@ -642,9 +642,11 @@ pub fn main() -> i32 {
         }
     };
     let l = &setup.layout;
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     println!(
-        "differential: seed {seed:#x}, {} cases x {ncalls} calls, {threads} threads \
+        "differential: Linux {}, seed {seed:#x}, {} cases x {ncalls} calls, {threads} threads \
          (mmap_base {:#x}, mmap_min_addr {:#x}, max_map_count {}, thp_align {})",
+        release.trim(),
         if only.is_some() { 1 } else { cases },
         l.mmap_base,
         l.mmap_min_addr,
