@@ -14,15 +14,20 @@ pub struct FileMode {
     pub write: bool,
     /// On a filesystem mounted `noexec`.
     pub noexec: bool,
+    /// The filesystem places mappings with `thp_get_unmapped_area` (ext4,
+    /// xfs, btrfs): a mapping covering a whole 2 MiB-aligned stretch of
+    /// the file gets an address congruent to its offset modulo 2 MiB.
+    pub huge_align: bool,
 }
 
 impl Default for FileMode {
-    /// Opened read-write on an ordinary mount.
+    /// Opened read-write on an ordinary (ext4-like) mount.
     fn default() -> Self {
         FileMode {
             read: true,
             write: true,
             noexec: false,
+            huge_align: true,
         }
     }
 }
@@ -46,6 +51,9 @@ pub struct File {
     mode: FileMode,
     id: u64,
 }
+
+/// The name `/proc/<pid>/maps` shows for shared anonymous memory.
+pub(crate) const SHMEM_ZERO: &str = "/dev/zero (deleted)";
 
 static NEXT_FILE_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -83,6 +91,12 @@ impl File {
     /// How the file was opened.
     pub fn mode(&self) -> FileMode {
         self.mode
+    }
+
+    /// Shared anonymous memory's own shmem file (`/dev/zero (deleted)`),
+    /// which is placed by shmem's rules and never merges at `mmap` time.
+    pub fn is_shmem_zero(&self) -> bool {
+        self.name == SHMEM_ZERO
     }
 
     /// A number unique to this file within the process (its "inode").

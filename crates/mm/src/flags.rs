@@ -117,7 +117,11 @@ impl MapFlags {
         | 0x1_0000
         | 0x2_0000
         | 0x4_0000
-        | 0x40;
+        | 0x40
+        // MAP_ABOVE4G
+        | 0x80
+        // MAP_UNINITIALIZED, MAP_HUGE_2MB and MAP_HUGE_1GB
+        | 0x7c00_0000;
 }
 
 bitflags! {
@@ -168,14 +172,40 @@ bitflags! {
         const ACCOUNT = 0x10_0000;
         /// Not charged (`MAP_NORESERVE`).
         const NORESERVE = 0x20_0000;
+        /// `MAP_SYNC` was given (`VM_SYNC`).
+        const SYNC = 0x80_0000;
         /// Soft-dirty tracking bit; ignored when merging.
         const SOFTDIRTY = 0x800_0000;
         /// Transparent huge pages refused (`MAP_STACK`).
         const NOHUGEPAGE = 0x4000_0000;
+        /// Protection key, bit 0 (x86 `VM_PKEY_BIT0`).
+        const PKEY_BIT0 = 1 << 32;
+        /// Protection key, bit 1.
+        const PKEY_BIT1 = 1 << 33;
+        /// Protection key, bit 2.
+        const PKEY_BIT2 = 1 << 34;
+        /// Protection key, bit 3.
+        const PKEY_BIT3 = 1 << 35;
     }
 }
 
 impl VmFlags {
+    /// The protection-key bits.
+    pub const PKEY_MASK: VmFlags = VmFlags::PKEY_BIT0
+        .union(VmFlags::PKEY_BIT1)
+        .union(VmFlags::PKEY_BIT2)
+        .union(VmFlags::PKEY_BIT3);
+
+    /// The flag bits of protection key `pkey` (0..=15).
+    pub fn from_pkey(pkey: u8) -> VmFlags {
+        VmFlags::from_bits_truncate(u64::from(pkey & 0xf) << 32)
+    }
+
+    /// The protection key these flags carry.
+    pub fn pkey(self) -> u8 {
+        ((self & VmFlags::PKEY_MASK).bits() >> 32) as u8
+    }
+
     /// The three access bits.
     pub const ACCESS: VmFlags = VmFlags::READ.union(VmFlags::WRITE).union(VmFlags::EXEC);
     /// What a new stack VMA gets (`VM_STACK_FLAGS` plus accounting).
@@ -212,7 +242,7 @@ impl VmFlags {
     /// The names `/proc/<pid>/smaps` prints in its `VmFlags:` line, for
     /// the bits the model keeps.
     pub fn smaps_names(self) -> Vec<&'static str> {
-        const NAMES: [(VmFlags, &str); 15] = [
+        const NAMES: [(VmFlags, &str); 16] = [
             (VmFlags::READ, "rd"),
             (VmFlags::WRITE, "wr"),
             (VmFlags::EXEC, "ex"),
@@ -227,6 +257,7 @@ impl VmFlags {
             (VmFlags::DONTEXPAND, "de"),
             (VmFlags::ACCOUNT, "ac"),
             (VmFlags::NORESERVE, "nr"),
+            (VmFlags::SYNC, "sf"),
             (VmFlags::NOHUGEPAGE, "nh"),
         ];
         NAMES
@@ -256,6 +287,7 @@ impl VmFlags {
                 "de" => VmFlags::DONTEXPAND,
                 "ac" => VmFlags::ACCOUNT,
                 "nr" => VmFlags::NORESERVE,
+                "sf" => VmFlags::SYNC,
                 "sd" => VmFlags::SOFTDIRTY,
                 "nh" => VmFlags::NOHUGEPAGE,
                 _ => VmFlags::empty(),

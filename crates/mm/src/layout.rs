@@ -30,8 +30,13 @@ pub struct Layout {
     /// Allocate bottom-up from `task_size / 3` instead
     /// (`vm.legacy_va_layout`).
     pub bottom_up: bool,
-    /// Lowest address a mapping may use (`vm.mmap_min_addr`).
+    /// Lowest address the kernel hands out or rounds a hint up to (the
+    /// kernel's `mmap_min_addr`: the larger of `vm.mmap_min_addr` and
+    /// `CONFIG_LSM_MMAP_MIN_ADDR`, so it can exceed the sysctl).
     pub mmap_min_addr: u64,
+    /// `vm.mmap_min_addr` itself (`dac_mmap_min_addr`): mapping below it
+    /// needs `CAP_SYS_RAWIO`, else `EPERM`.
+    pub dac_mmap_min_addr: u64,
     /// Bytes kept free below a grows-down VMA (`stack_guard_gap`, 256
     /// pages).
     pub stack_guard_gap: u64,
@@ -46,6 +51,13 @@ pub struct Layout {
     pub overcommit_never: bool,
     /// Top of the stack that [`Mm::exec`](crate::Mm::exec) sets up.
     pub stack_top: u64,
+    /// The process holds `CAP_SYS_RAWIO` (e.g. runs as root): it may map
+    /// below `mmap_min_addr`, which otherwise fails with `EPERM`.
+    pub cap_sys_rawio: bool,
+    /// The CPU has protection keys enabled (x86 `OSPKE`): a `PROT_EXEC`
+    /// mapping gets the address space's execute-only key, which changes
+    /// its flags (and so what it merges with).
+    pub exec_only_pkey: bool,
 }
 
 impl Layout {
@@ -58,12 +70,15 @@ impl Layout {
             mmap_base: mmap_base(task_size, stack_rlimit, stack_guard_gap),
             bottom_up: false,
             mmap_min_addr: 65536,
+            dac_mmap_min_addr: 65536,
             stack_guard_gap,
             max_map_count: 65530,
             stack_rlimit,
             thp_align: true,
             overcommit_never: false,
             stack_top: task_size,
+            cap_sys_rawio: false,
+            exec_only_pkey: false,
         }
     }
 

@@ -8,6 +8,17 @@
 //! the same merges and splits, the same errno values, checked against the
 //! kernel by the differential test in `tests/differential.rs`.
 //!
+//! That test runs random call sequences in a child process with
+//! address-space randomisation off and compares every return value, errno
+//! and `/proc/<pid>/maps` line with the model (on both indexes); it takes
+//! `VMSCALE_DIFF_SEED`, `VMSCALE_DIFF_CASES` (default 300) and
+//! `VMSCALE_DIFF_CALLS` (default 50) and prints a shrunk reproducer on a
+//! mismatch: `cargo test -p mm --release --test differential`. Machine
+//! facts the model cannot know are [`Layout`] fields the test fills in
+//! from the real system: the effective and the sysctl `mmap_min_addr`,
+//! `CAP_SYS_RAWIO`, x86 protection keys, and whether the filesystem
+//! aligns large file mappings ([`file::FileMode::huge_align`]).
+//!
 //! ```
 //! use mm::{MapFlags, Mm, MmConfig, Prot};
 //!

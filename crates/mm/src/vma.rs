@@ -140,7 +140,8 @@ impl Vma {
 
     /// The page offset of `addr`, which must lie in the VMA.
     pub(crate) fn pgoff_at(&self, addr: u64) -> u64 {
-        self.pgoff.wrapping_add((addr.wrapping_sub(self.start)) >> PAGE_SHIFT)
+        self.pgoff
+            .wrapping_add((addr.wrapping_sub(self.start)) >> PAGE_SHIFT)
     }
 
     /// The mapped file; shared anonymous memory maps a `/dev/zero (deleted)`

@@ -75,9 +75,20 @@ impl Mm {
             pgoff: oldbrk >> PAGE_SHIFT,
             anon: None,
         };
-        let expanded = brkvma.is_some_and(|v| v.end() == oldbrk) && st.merge_new(&p, true).is_some();
+        let expanded =
+            brkvma.is_some_and(|v| v.end() == oldbrk) && st.merge_new(&p, true).is_some();
         if !expanded {
-            st.commit(&[], vec![Vma::new(oldbrk, newbrk, flags, oldbrk >> PAGE_SHIFT, None, None)]);
+            st.commit(
+                &[],
+                vec![Vma::new(
+                    oldbrk,
+                    newbrk,
+                    flags,
+                    oldbrk >> PAGE_SHIFT,
+                    None,
+                    None,
+                )],
+            );
         }
         st.brk = addr;
         addr

@@ -76,14 +76,22 @@ fn check(vma: &Vma, addr: u64, access: Access) -> Verdict {
     if !allowed {
         return Verdict::Fail(FaultError::Segv);
     }
-    if let Some(f) = vma.file() {
-        let pages = f.size().div_ceil(PAGE_SIZE);
-        if vma.pgoff_at(addr) >= pages && !flags.contains(VmFlags::DONTEXPAND) {
-            return Verdict::Fail(FaultError::Bus);
-        }
-    }
+    // A private write prepares the anon_vma before it looks at the file
+    // (do_cow_fault), so even a write past the end of the file, which
+    // then fails with SIGBUS, leaves the VMA with an anon_vma.
     if access == Access::Write && !flags.contains(VmFlags::SHARED) && vma.anon().is_none() {
         return Verdict::NeedsAnon;
+    }
+    check_eof(vma, addr)
+}
+
+/// `SIGBUS` for a page past the end of the mapped file.
+fn check_eof(vma: &Vma, addr: u64) -> Verdict {
+    if let Some(f) = vma.file() {
+        let pages = f.size().div_ceil(PAGE_SIZE);
+        if vma.pgoff_at(addr) >= pages && !vma.flags().contains(VmFlags::DONTEXPAND) {
+            return Verdict::Fail(FaultError::Bus);
+        }
     }
     Verdict::Ok
 }
@@ -153,7 +161,10 @@ impl State {
             Verdict::Fail(e) => Err(e),
             Verdict::NeedsAnon => {
                 self.anon_prepare(vma);
-                Ok(FaultPath::MmapLock)
+                match check_eof(vma, addr) {
+                    Verdict::Fail(e) => Err(e),
+                    _ => Ok(FaultPath::MmapLock),
+                }
             }
         }
     }

@@ -87,6 +87,7 @@ impl Mm {
                 brk: st.brk,
                 start_stack: st.start_stack,
                 max_map_count: 0,
+                exec_only_pkey: st.exec_only_pkey,
             },
             &vmas,
         )
@@ -170,7 +171,15 @@ impl State {
         let fixed = MapFlags::PRIVATE | MapFlags::FIXED;
         if file_end > start {
             let off = seg.offset.checked_sub(delta).ok_or(Errno::EINVAL)?;
-            self.do_mmap(mm, start, file_end - start, seg.prot, fixed, Some(&seg.file), off >> PAGE_SHIFT)?;
+            self.do_mmap(
+                mm,
+                start,
+                file_end - start,
+                seg.prot,
+                fixed,
+                Some(&seg.file),
+                off >> PAGE_SHIFT,
+            )?;
         }
         let bss_end = page_align(mem_end).ok_or(Errno::EINVAL)?;
         if bss_end > file_end {

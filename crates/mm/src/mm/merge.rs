@@ -155,11 +155,25 @@ impl State {
                     .cloned()
                     .or_else(|| next.anon().cloned())
                     .or_else(|| anon.cloned());
-                let v = Vma::new(prev.start(), next.end(), flags, prev.pgoff(), file.cloned(), a);
+                let v = Vma::new(
+                    prev.start(),
+                    next.end(),
+                    flags,
+                    prev.pgoff(),
+                    file.cloned(),
+                    a,
+                );
                 (vec![Arc::clone(prev), Arc::clone(middle), next], vec![v], 0)
             }
             (Some(prev), None) => {
-                let v = Vma::new(prev.start(), end, flags, prev.pgoff(), file.cloned(), pick_anon(prev));
+                let v = Vma::new(
+                    prev.start(),
+                    end,
+                    flags,
+                    prev.pgoff(),
+                    file.cloned(),
+                    pick_anon(prev),
+                );
                 let mut new = vec![v];
                 if !right_side {
                     new.push(middle.resized(end, middle.end()));
@@ -167,7 +181,14 @@ impl State {
                 (vec![Arc::clone(prev), Arc::clone(middle)], new, 0)
             }
             (None, Some(next)) => {
-                let v = Vma::new(start, next.end(), flags, pgoff, file.cloned(), pick_anon(&next));
+                let v = Vma::new(
+                    start,
+                    next.end(),
+                    flags,
+                    pgoff,
+                    file.cloned(),
+                    pick_anon(&next),
+                );
                 let mut new = Vec::new();
                 if !left_side {
                     new.push(middle.resized(middle.start(), start));

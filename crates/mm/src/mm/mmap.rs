@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::anon::{AnonLink, AnonVma};
-use crate::file::{File, FileMode};
+use crate::file::{File, FileMode, SHMEM_ZERO};
 use crate::flags::{page_align, MapFlags, Prot, VmFlags, PAGE_SHIFT, PAGE_SIZE};
 use crate::vma::Vma;
 use crate::Errno;
@@ -113,34 +113,54 @@ impl State {
             flags |= MapFlags::FIXED;
         }
         if !flags.contains(MapFlags::FIXED) {
+            // round_hint_to_min
             addr &= !(PAGE_SIZE - 1);
             if addr != 0 && addr < layout.mmap_min_addr {
-                addr = page_align(layout.mmap_min_addr).unwrap_or(layout.mmap_min_addr);
+                addr = layout.mmap_min_addr.next_multiple_of(PAGE_SIZE);
             }
         }
-        let len = match page_align(len) {
-            Some(l) if l != 0 => l,
-            _ => return Err(Errno::ENOMEM),
-        };
+        // PAGE_ALIGN wraps to 0 for lengths within a page of 2^64.
+        let len = len.wrapping_add(PAGE_SIZE - 1) & !(PAGE_SIZE - 1);
+        if len == 0 {
+            return Err(Errno::ENOMEM);
+        }
         if pgoff.checked_add(len >> PAGE_SHIFT).is_none() {
             return Err(Errno::EOVERFLOW);
         }
         if self.index.len() > layout.max_map_count {
             return Err(Errno::ENOMEM);
         }
-        let addr = self.get_unmapped_area(layout, file.map(|f| &**f), addr, len, flags)?;
-        if flags.contains(MapFlags::FIXED_NOREPLACE) && !self.overlapping(addr, addr + len).is_empty() {
-            return Err(Errno::EEXIST);
+        // An exactly-PROT_EXEC mapping gets the execute-only key.
+        let mut pkey = 0;
+        if prot.bits() == Prot::EXEC.bits() {
+            pkey = self.execute_only_pkey(layout).unwrap_or(0);
         }
-        let mut vm = VmFlags::from_prot(prot) | VmFlags::MAYREAD | VmFlags::MAYWRITE | VmFlags::MAYEXEC;
+        // calc_vm_prot_bits | calc_vm_flag_bits | VM_MAY*.
+        let mut vm = VmFlags::from_prot(prot)
+            | VmFlags::from_pkey(pkey)
+            | VmFlags::MAYREAD
+            | VmFlags::MAYWRITE
+            | VmFlags::MAYEXEC;
         if flags.contains(MapFlags::GROWSDOWN) {
             vm |= VmFlags::GROWSDOWN;
         }
         if flags.contains(MapFlags::LOCKED) {
             vm |= VmFlags::LOCKED;
         }
+        if flags.contains(MapFlags::SYNC) {
+            vm |= VmFlags::SYNC;
+        }
         if flags.contains(MapFlags::STACK) {
             vm |= VmFlags::NOHUGEPAGE;
+        }
+        // Anonymous memory is placed as if at offset 0.
+        let area_pgoff = if file.is_some() { pgoff } else { 0 };
+        let addr =
+            self.get_unmapped_area(layout, file.map(|f| &**f), addr, len, area_pgoff, flags)?;
+        if flags.contains(MapFlags::FIXED_NOREPLACE)
+            && !self.overlapping(addr, addr + len).is_empty()
+        {
+            return Err(Errno::EEXIST);
         }
         let map_type = flags.bits() & MapFlags::TYPE;
         let shared = MapFlags::SHARED.bits();
@@ -149,19 +169,21 @@ impl State {
         let shmem;
         let file = match file {
             Some(f) => {
+                // file_mmap_ok: the last page offset must fit a loff_t.
+                let max_pages = (i64::MAX as u64 - len) >> PAGE_SHIFT;
+                if pgoff > max_pages {
+                    return Err(Errno::EOVERFLOW);
+                }
                 let mode: FileMode = f.mode();
                 if map_type == shared || map_type == validate {
-                    let known = if map_type == shared {
-                        MapFlags::LEGACY_MASK
-                    } else {
-                        MapFlags::LEGACY_MASK | MapFlags::SYNC.bits()
-                    };
+                    // Plain MAP_SHARED silently drops non-legacy flags;
+                    // MAP_SHARED_VALIDATE refuses them.
                     let checked = if map_type == shared {
                         flags.bits() & MapFlags::LEGACY_MASK
                     } else {
                         flags.bits()
                     };
-                    if checked & !known != 0 {
+                    if checked & !MapFlags::LEGACY_MASK != 0 {
                         return Err(Errno::EOPNOTSUPP);
                     }
                     if prot.contains(Prot::WRITE) && !mode.write {
@@ -195,7 +217,14 @@ impl State {
                 pgoff = 0;
                 vm |= VmFlags::SHARED | VmFlags::MAYSHARE;
                 // Shared anonymous memory is a shmem file of its own.
-                shmem = File::new("/dev/zero (deleted)", len);
+                shmem = File::with_mode(
+                    SHMEM_ZERO,
+                    len,
+                    FileMode {
+                        huge_align: false,
+                        ..FileMode::default()
+                    },
+                );
                 Some(shmem)
             }
             None if map_type == private => {
@@ -228,7 +257,7 @@ impl State {
         }
         // A new shmem file is never merged (and the kernel tries before it
         // creates one, with no file to match).
-        let mergeable_file = file.as_ref().filter(|f| f.name() != "/dev/zero (deleted)");
+        let mergeable_file = file.as_ref().filter(|f| !f.is_shmem_zero());
         if file.is_none() || mergeable_file.is_some() {
             let p = Proposal {
                 start: addr,

@@ -30,6 +30,8 @@ mod merge;
 mod mmap;
 mod mprotect;
 mod mremap;
+#[cfg(test)]
+mod tests;
 
 pub use fault::{Access, FaultError, FaultPath};
 pub use lifecycle::{Image, Segment};
@@ -80,6 +82,9 @@ pub(crate) struct State {
     pub(crate) brk: u64,
     pub(crate) start_stack: u64,
     pub(crate) max_map_count: usize,
+    /// The execute-only protection key, once allocated
+    /// (`mm->context.execute_only_pkey`).
+    pub(crate) exec_only_pkey: Option<u8>,
 }
 
 impl Mm {
@@ -93,6 +98,7 @@ impl Mm {
                 brk: 0,
                 start_stack: 0,
                 max_map_count: 0,
+                exec_only_pkey: None,
             },
             &[],
         )
@@ -192,6 +198,7 @@ impl Mm {
                 brk,
                 start_stack,
                 max_map_count: 0,
+                exec_only_pkey: None,
             },
             &vmas,
         ))
@@ -260,7 +267,11 @@ impl Mm {
                 err = Some(format!("bad VMA [{:#x}, {:#x})", v.start(), v.end()));
             }
             if v.lock().is_write_locked() && err.is_none() {
-                err = Some(format!("retired VMA [{:#x}, {:#x}) still indexed", v.start(), v.end()));
+                err = Some(format!(
+                    "retired VMA [{:#x}, {:#x}) still indexed",
+                    v.start(),
+                    v.end()
+                ));
             }
             last_end = v.end();
         });
@@ -284,6 +295,16 @@ impl std::fmt::Debug for Mm {
 }
 
 impl State {
+    /// `execute_only_pkey`: the key for `PROT_EXEC`-only mappings,
+    /// allocated (the lowest free key, 1) on first use; `None` without
+    /// protection keys.
+    pub(crate) fn execute_only_pkey(&mut self, layout: &Layout) -> Option<u8> {
+        if !layout.exec_only_pkey {
+            return None;
+        }
+        Some(*self.exec_only_pkey.get_or_insert(1))
+    }
+
     pub(crate) fn vmas(&self) -> Vec<Arc<Vma>> {
         let mut out = Vec::with_capacity(self.index.len());
         self.index.for_each(&mut |v| out.push(Arc::clone(v)));
@@ -329,8 +350,7 @@ impl State {
         let (Some(first), Some(last)) = (old.first(), old.last()) else {
             return Ok(());
         };
-        if first.start() < start && end < first.end() && self.index.len() >= layout.max_map_count
-        {
+        if first.start() < start && end < first.end() && self.index.len() >= layout.max_map_count {
             return Err(Errno::ENOMEM);
         }
         let mut keep = Vec::new();
@@ -347,7 +367,9 @@ impl State {
     /// How `/proc/<pid>/maps` shows `v`.
     pub(crate) fn maps_entry(&self, v: &Vma) -> MapsEntry {
         let (offset, dev, inode, name) = match v.file() {
-            Some(f) if f.name().starts_with('[') => (0, "00:00".to_string(), 0, Some(f.name().to_string())),
+            Some(f) if f.name().starts_with('[') => {
+                (0, "00:00".to_string(), 0, Some(f.name().to_string()))
+            }
             Some(f) => (
                 v.pgoff() << crate::PAGE_SHIFT,
                 "00:00".to_string(),
@@ -355,7 +377,9 @@ impl State {
                 Some(f.name().to_string()),
             ),
             None => {
-                let name = if v.start() <= self.brk && v.end() >= self.start_brk && self.start_brk != 0 {
+                // vma_is_initial_heap / vma_is_initial_stack: the heap is
+                // what strictly overlaps [start_brk, brk).
+                let name = if v.start() < self.brk && v.end() > self.start_brk {
                     Some("[heap]".to_string())
                 } else if v.start() <= self.start_stack && v.end() >= self.start_stack {
                     Some("[stack]".to_string())

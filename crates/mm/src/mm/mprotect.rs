@@ -46,12 +46,19 @@ impl Mm {
             return Err(Errno::EINVAL);
         }
         let mut st = self.state.write();
-        st.mprotect(addr, end, prot, grows)
+        st.mprotect(&self.layout, addr, end, prot, grows)
     }
 }
 
 impl State {
-    fn mprotect(&mut self, mut start: u64, end: u64, prot: Prot, grows: Prot) -> Result<(), Errno> {
+    fn mprotect(
+        &mut self,
+        layout: &crate::Layout,
+        mut start: u64,
+        end: u64,
+        prot: Prot,
+        grows: Prot,
+    ) -> Result<(), Errno> {
         let Some(first) = self.index.find_next(start).filter(|v| v.start() < end) else {
             return Err(Errno::ENOMEM);
         };
@@ -81,7 +88,24 @@ impl State {
             if v.start() != tmp {
                 return Err(Errno::ENOMEM);
             }
-            let mut newflags = VmFlags::from_prot(prot) | (v.flags() - VmFlags::ACCESS);
+            // arch_override_mprotect_pkey: PROT_EXEC alone takes the
+            // execute-only key; leaving exec-only drops back to key 0.
+            let old = v.flags();
+            let pkey = if prot.bits() == Prot::EXEC.bits() {
+                match self.execute_only_pkey(layout) {
+                    Some(k) if k > 0 => k,
+                    _ => old.pkey(),
+                }
+            } else if (old & VmFlags::ACCESS) == VmFlags::EXEC
+                && self.exec_only_pkey.is_some_and(|k| k == old.pkey())
+            {
+                0
+            } else {
+                old.pkey()
+            };
+            let mut newflags = VmFlags::from_prot(prot)
+                | VmFlags::from_pkey(pkey)
+                | (old - VmFlags::ACCESS - VmFlags::PKEY_MASK);
             // Each access bit needs its VM_MAY* bit.
             let may = VmFlags::from_bits_truncate(newflags.bits() >> 4);
             if !(newflags & VmFlags::ACCESS).difference(may).is_empty() {
@@ -117,7 +141,9 @@ impl State {
             return Ok(Arc::clone(vma));
         }
         if newflags.contains(VmFlags::WRITE) {
-            if !old.intersects(VmFlags::ACCOUNT | VmFlags::WRITE | VmFlags::SHARED | VmFlags::NORESERVE) {
+            if !old.intersects(
+                VmFlags::ACCOUNT | VmFlags::WRITE | VmFlags::SHARED | VmFlags::NORESERVE,
+            ) {
                 *newflags |= VmFlags::ACCOUNT;
             }
         } else if old.contains(VmFlags::ACCOUNT) && vma.is_anonymous() && vma.anon().is_none() {
@@ -147,7 +173,9 @@ impl State {
         if cur.end() > end {
             cur = self.split(&cur, end, true)?;
         }
-        Ok(self.commit(&[Arc::clone(&cur)], vec![cur.with_flags(flags)]).remove(0))
+        Ok(self
+            .commit(&[Arc::clone(&cur)], vec![cur.with_flags(flags)])
+            .remove(0))
     }
 
     /// `split_vma`: cut `vma` at `at`; returns the lower part if `keep_low`,
@@ -158,6 +186,10 @@ impl State {
         }
         let parts = vec![vma.resized(vma.start(), at), vma.resized(at, vma.end())];
         let mut parts = self.commit(&[Arc::clone(vma)], parts);
-        Ok(if keep_low { parts.remove(0) } else { parts.remove(1) })
+        Ok(if keep_low {
+            parts.remove(0)
+        } else {
+            parts.remove(1)
+        })
     }
 }

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::flags::{page_align, MapFlags, MremapFlags, VmFlags, PAGE_SHIFT, PAGE_SIZE};
+use crate::flags::{MapFlags, MremapFlags, VmFlags, PAGE_SHIFT, PAGE_SIZE};
 use crate::vma::Vma;
 use crate::Errno;
 
@@ -16,21 +16,27 @@ impl Mm {
     /// the range after it is free, else moves it if `MREMAP_MAYMOVE` allows
     /// (to a new top-down area, or to exactly `new_addr` with
     /// `MREMAP_FIXED`, replacing what is there). `MREMAP_DONTUNMAP` moves
-    /// the pages but leaves the old range mapped. Errors: `EINVAL` for bad
-    /// flags, unaligned addresses, a zero new length, overlapping old and
-    /// new ranges; `EFAULT` when `old_addr` is unmapped or the old range
-    /// runs past its VMA; `ENOMEM` when growth has nowhere to go.
+    /// the pages but leaves the old range mapped. As in Linux 6.17 and
+    /// later, `MREMAP_FIXED` with equal lengths moves every VMA of the
+    /// range, keeping the gaps between them. Errors, in Linux's order:
+    /// `EINVAL` for bad flags, unaligned addresses, a zero or oversized new
+    /// length, overlapping old and new ranges, or duplicating a private
+    /// mapping (`old_len` 0); `EFAULT` when `old_addr` is unmapped or the
+    /// range to move runs past its VMA; `ENOMEM` when growth has nowhere to
+    /// go.
     ///
     /// ```
     /// use mm::{MapFlags, Mm, MmConfig, MremapFlags, Prot};
     /// let mm = Mm::new(MmConfig::default());
     /// let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
     /// let a = mm.mmap(0, 4096, Prot::READ, anon, None, 0).unwrap();
-    /// // The area above is taken by nothing, but top-down allocation put
-    /// // `a` right under mmap_base, so growth must move:
-    /// assert_eq!(mm.mremap(a, 4096, 8192, MremapFlags::empty(), 0), Err(mm::Errno::ENOMEM));
-    /// let b = mm.mremap(a, 4096, 8192, MremapFlags::MAYMOVE, 0).unwrap();
-    /// assert_ne!(a, b);
+    /// // A second mapping goes right below the first, so the lower one
+    /// // cannot grow in place and must move:
+    /// let b = mm.mmap(0, 4096, Prot::READ | Prot::WRITE, anon, None, 0).unwrap();
+    /// assert_eq!(b, a - 4096);
+    /// assert_eq!(mm.mremap(b, 4096, 8192, MremapFlags::empty(), 0), Err(mm::Errno::ENOMEM));
+    /// let c = mm.mremap(b, 4096, 8192, MremapFlags::MAYMOVE, 0).unwrap();
+    /// assert_ne!(b, c);
     /// ```
     pub fn mremap(
         &self,
@@ -40,114 +46,177 @@ impl Mm {
         flags: MremapFlags,
         new_addr: u64,
     ) -> Result<u64, Errno> {
+        let task_size = self.layout.task_size;
+        // PAGE_ALIGN, wrapping as in C.
+        let old_len = old_len.wrapping_add(PAGE_SIZE - 1) & !(PAGE_SIZE - 1);
+        let new_len = new_len.wrapping_add(PAGE_SIZE - 1) & !(PAGE_SIZE - 1);
+        let r = Remap {
+            addr,
+            old_len,
+            new_len,
+            flags,
+            new_addr,
+        };
+        // check_mremap_params
         let known = MremapFlags::MAYMOVE | MremapFlags::FIXED | MremapFlags::DONTUNMAP;
-        if !(flags - known).is_empty() {
+        if !(flags - known).is_empty() || addr % PAGE_SIZE != 0 {
             return Err(Errno::EINVAL);
         }
-        if flags.contains(MremapFlags::FIXED) && !flags.contains(MremapFlags::MAYMOVE) {
+        if new_len == 0 || new_len > task_size {
             return Err(Errno::EINVAL);
         }
-        if flags.contains(MremapFlags::DONTUNMAP)
-            && (!flags.contains(MremapFlags::MAYMOVE) || old_len != new_len)
+        if r.implies_new_addr()
+            && (new_addr > task_size - new_len
+                || new_addr % PAGE_SIZE != 0
+                || !flags.contains(MremapFlags::MAYMOVE)
+                || (flags.contains(MremapFlags::DONTUNMAP) && old_len != new_len)
+                || r.overlaps())
         {
             return Err(Errno::EINVAL);
         }
-        if addr % PAGE_SIZE != 0 {
-            return Err(Errno::EINVAL);
-        }
-        let old_len = page_align(old_len).ok_or(Errno::EINVAL)?;
-        let new_len = page_align(new_len).ok_or(Errno::EINVAL)?;
-        if new_len == 0 {
-            return Err(Errno::EINVAL);
-        }
         let mut st = self.state.write();
-        let vma = st.index.find(addr).ok_or(Errno::EFAULT)?;
-        if flags.intersects(MremapFlags::FIXED | MremapFlags::DONTUNMAP) {
-            return st.mremap_to(self, vma, addr, old_len, new_len, flags, new_addr);
+        // Room for the worst case of the early unmaps and the move.
+        if st.index.len() + 4 > self.layout.max_map_count {
+            return Err(Errno::ENOMEM);
         }
-        if old_len >= new_len {
-            let end = addr.checked_add(old_len).ok_or(Errno::EINVAL)?;
-            if old_len > new_len {
-                if end > self.layout.task_size {
-                    return Err(Errno::EINVAL);
-                }
-                st.unmap(&self.layout, addr + new_len, end)?;
-            }
-            return Ok(addr);
+        if flags.contains(MremapFlags::FIXED) && old_len == new_len {
+            return st.remap_move(self, r);
         }
-        let vma = st.vma_to_resize(addr, old_len, new_len, flags)?;
-        if old_len == vma.end() - addr && st.expandable(self, &vma, new_len - old_len) {
+        let vma = st.index.find(addr);
+        let vma = st.check_prep_vma(vma, &r)?;
+        if r.implies_new_addr() {
+            st.mremap_to(self, vma, r)
+        } else {
+            st.mremap_at(self, vma, r)
+        }
+    }
+}
+
+/// The arguments of one `mremap` (the kernel's `vma_remap_struct`), with
+/// lengths page-aligned.
+#[derive(Debug, Clone, Copy)]
+struct Remap {
+    addr: u64,
+    old_len: u64,
+    new_len: u64,
+    flags: MremapFlags,
+    new_addr: u64,
+}
+
+impl Remap {
+    /// `MREMAP_FIXED` or `MREMAP_DONTUNMAP`: a new address is certain.
+    fn implies_new_addr(&self) -> bool {
+        self.flags
+            .intersects(MremapFlags::FIXED | MremapFlags::DONTUNMAP)
+    }
+
+    /// Whether the old and new ranges intersect (with C's wrapping sums).
+    fn overlaps(&self) -> bool {
+        let end_old = self.addr.wrapping_add(self.old_len);
+        let end_new = self.new_addr.wrapping_add(self.new_len);
+        end_old > self.new_addr && end_new > self.addr
+    }
+
+    /// Expanding, or bound for a new address: either maps new space.
+    fn will_map_new(&self) -> bool {
+        self.new_len > self.old_len || self.implies_new_addr()
+    }
+}
+
+/// `get_unmapped_area` flags for moving `vma`: shared mappings say so.
+fn area_flags(vma: &Vma, fixed: bool) -> MapFlags {
+    let mut f = MapFlags::empty();
+    if fixed {
+        f |= MapFlags::FIXED;
+    }
+    if vma.is_shared() {
+        f |= MapFlags::SHARED;
+    }
+    f
+}
+
+impl State {
+    /// `check_prep_vma`: the checks that need the VMA at `addr`.
+    fn check_prep_vma(&self, vma: Option<Arc<Vma>>, r: &Remap) -> Result<Arc<Vma>, Errno> {
+        let vma = vma.ok_or(Errno::EFAULT)?;
+        if !r.will_map_new() {
+            return Ok(vma);
+        }
+        let flags = vma.flags();
+        // Duplicating a private mapping with old_len 0 is refused.
+        if r.old_len == 0 && !flags.intersects(VmFlags::SHARED | VmFlags::MAYSHARE) {
+            return Err(Errno::EINVAL);
+        }
+        if r.flags.contains(MremapFlags::DONTUNMAP) && flags.contains(VmFlags::DONTEXPAND) {
+            return Err(Errno::EINVAL);
+        }
+        // A shrink may unmap across VMA ends; only what stays must fit.
+        let old_len = r.old_len.min(r.new_len);
+        if old_len > vma.end() - r.addr {
+            return Err(Errno::EFAULT);
+        }
+        if r.new_len == old_len {
+            return Ok(vma);
+        }
+        let pgoff = vma.pgoff_at(r.addr);
+        if pgoff.checked_add(r.new_len >> PAGE_SHIFT).is_none() {
+            return Err(Errno::EINVAL);
+        }
+        if flags.contains(VmFlags::DONTEXPAND) {
+            return Err(Errno::EFAULT);
+        }
+        Ok(vma)
+    }
+
+    /// `do_munmap` as mremap uses it: the range checks of `munmap`, then
+    /// the unmap.
+    fn munmap_range(&mut self, layout: &crate::Layout, start: u64, len: u64) -> Result<(), Errno> {
+        if start % PAGE_SIZE != 0 || start > layout.task_size || len > layout.task_size - start {
+            return Err(Errno::EINVAL);
+        }
+        let end = start + (len.wrapping_add(PAGE_SIZE - 1) & !(PAGE_SIZE - 1));
+        if end == start {
+            return Err(Errno::EINVAL);
+        }
+        self.unmap(layout, start, end)
+    }
+
+    /// `mremap_at`: resize without a required new address.
+    fn mremap_at(&mut self, mm: &Mm, vma: Arc<Vma>, r: Remap) -> Result<u64, Errno> {
+        if r.new_len == r.old_len {
+            return Ok(r.addr);
+        }
+        if r.new_len < r.old_len {
+            self.munmap_range(&mm.layout, r.addr + r.new_len, r.old_len - r.new_len)?;
+            return Ok(r.addr);
+        }
+        // expand_vma: in place if the range reaches the VMA's end and the
+        // space after it is free, else move.
+        let delta = r.new_len - r.old_len;
+        if vma.end() - r.addr == r.old_len && self.expandable(mm, &vma, delta) {
             let p = Proposal {
                 start: vma.end(),
-                end: vma.end() + (new_len - old_len),
+                end: vma.end() + delta,
                 flags: vma.flags(),
                 file: vma.file(),
                 pgoff: vma.pgoff_at(vma.end()),
                 anon: vma.anon().cloned(),
             };
-            st.merge_new(&p, false).ok_or(Errno::ENOMEM)?;
-            return Ok(addr);
+            self.merge_new(&p, false).ok_or(Errno::ENOMEM)?;
+            return Ok(r.addr);
         }
-        if !flags.contains(MremapFlags::MAYMOVE) {
+        if !r.flags.contains(MremapFlags::MAYMOVE) {
             return Err(Errno::ENOMEM);
         }
-        let map_flags = if vma.is_shared() {
-            MapFlags::SHARED
-        } else {
-            MapFlags::empty()
-        };
-        let target = st.get_unmapped_area(
-            &self.layout,
+        let target = self.get_unmapped_area(
+            &mm.layout,
             vma.file().map(|f| &**f),
             0,
-            new_len,
-            map_flags | area_kind(&vma),
+            r.new_len,
+            vma.pgoff_at(r.addr),
+            area_flags(&vma, false),
         )?;
-        st.move_vma(self, &vma, addr, old_len, new_len, target, flags)
-    }
-}
-
-/// `get_unmapped_area` treats anonymous private memory (the only kind that
-/// gets 2 MiB alignment) by its flags; a moved VMA passes its own kind.
-fn area_kind(vma: &Vma) -> MapFlags {
-    if vma.file().is_none() && !vma.is_shared() {
-        MapFlags::PRIVATE
-    } else {
-        MapFlags::empty()
-    }
-}
-
-impl State {
-    /// `vma_to_resize`: the VMA at `addr`, if the old range lies within it
-    /// and may grow to `new_len`.
-    fn vma_to_resize(
-        &self,
-        addr: u64,
-        old_len: u64,
-        new_len: u64,
-        flags: MremapFlags,
-    ) -> Result<Arc<Vma>, Errno> {
-        let vma = self.index.find(addr).ok_or(Errno::EFAULT)?;
-        if old_len == 0 && !vma.flags().intersects(VmFlags::SHARED | VmFlags::MAYSHARE) {
-            return Err(Errno::EINVAL);
-        }
-        if flags.contains(MremapFlags::DONTUNMAP) && vma.flags().contains(VmFlags::DONTEXPAND) {
-            return Err(Errno::EINVAL);
-        }
-        if old_len > vma.end() - addr {
-            return Err(Errno::EFAULT);
-        }
-        if new_len == old_len {
-            return Ok(vma);
-        }
-        let pgoff = vma.pgoff_at(addr);
-        if pgoff.checked_add(new_len >> PAGE_SHIFT).is_none() {
-            return Err(Errno::EINVAL);
-        }
-        if vma.flags().contains(VmFlags::DONTEXPAND) {
-            return Err(Errno::EFAULT);
-        }
-        Ok(vma)
+        self.move_vma(mm, &vma, r, target)
     }
 
     /// `vma_expandable`: the `delta` bytes after `vma` are free and inside
@@ -162,83 +231,96 @@ impl State {
         end <= mm.layout.task_size
     }
 
-    /// `mremap_to`: the `MREMAP_FIXED` / `MREMAP_DONTUNMAP` path.
-    #[allow(clippy::too_many_arguments)]
-    fn mremap_to(
-        &mut self,
-        mm: &Mm,
-        _vma: Arc<Vma>,
-        addr: u64,
-        mut old_len: u64,
-        new_len: u64,
-        flags: MremapFlags,
-        new_addr: u64,
-    ) -> Result<u64, Errno> {
-        let layout = &mm.layout;
-        if new_addr % PAGE_SIZE != 0 {
-            return Err(Errno::EINVAL);
+    /// `remap_move`: `MREMAP_FIXED` with equal lengths moves every VMA in
+    /// `[addr, addr + old_len)` (Linux 6.17 and later), keeping the gaps
+    /// between them. The range must start in a VMA; a failure part-way
+    /// leaves the VMAs moved so far where they went.
+    fn remap_move(&mut self, mm: &Mm, r: Remap) -> Result<u64, Errno> {
+        let start = r.addr;
+        let end = r.addr.wrapping_add(r.old_len);
+        let mut target = r.new_addr;
+        let mut res = Err(Errno::EFAULT);
+        let mut last_end = 0;
+        let mut seen = false;
+        let mut pos = start;
+        loop {
+            let Some(vma) = self.index.find_next(pos).filter(|v| v.start() < end) else {
+                break;
+            };
+            if !seen && start < vma.start() {
+                return Err(Errno::EFAULT);
+            }
+            let a = vma.start().max(start);
+            let len = end.min(vma.end()) - a;
+            let offset = if seen { vma.start() - last_end } else { 0 };
+            last_end = vma.end();
+            pos = last_end;
+            let sub = Remap {
+                addr: a,
+                old_len: len,
+                new_len: len,
+                flags: r.flags,
+                new_addr: target + offset,
+            };
+            let vma = self.check_prep_vma(Some(vma), &sub)?;
+            let got = self.mremap_to(mm, vma, sub)?;
+            if !seen {
+                res = Ok(got);
+            }
+            seen = true;
+            target = got + len;
+            // The walk resumes after the VMA just handled (as it was before
+            // the move): if that reached the end of the range, it is over,
+            // even if the move merged something new into the range.
+            if pos >= end {
+                break;
+            }
         }
-        if new_len > layout.task_size || new_addr > layout.task_size - new_len {
-            return Err(Errno::EINVAL);
-        }
-        if addr.saturating_add(old_len) > new_addr && new_addr + new_len > addr {
-            return Err(Errno::EINVAL);
-        }
-        if self.index.len() + 2 >= layout.max_map_count.saturating_sub(3) {
-            return Err(Errno::ENOMEM);
-        }
-        if flags.contains(MremapFlags::FIXED) {
-            self.unmap(layout, new_addr, new_addr + new_len)?;
-        }
-        if old_len > new_len {
-            let end = addr.checked_add(old_len).ok_or(Errno::EINVAL)?;
-            self.unmap(layout, addr + new_len, end)?;
-            old_len = new_len;
-        }
-        let vma = self.vma_to_resize(addr, old_len, new_len, flags)?;
-        let mut map_flags = area_kind(&vma);
-        if flags.contains(MremapFlags::FIXED) {
-            map_flags |= MapFlags::FIXED;
-        }
-        if vma.is_shared() {
-            map_flags |= MapFlags::SHARED;
-        }
-        let got = self.get_unmapped_area(layout, vma.file().map(|f| &**f), new_addr, new_len, map_flags)?;
-        let target = if flags.contains(MremapFlags::FIXED) {
-            new_addr
-        } else {
-            got
-        };
-        self.move_vma(mm, &vma, addr, old_len, new_len, target, flags)
+        res
     }
 
-    /// `move_vma`: copy the VMA's `[addr, addr + old_len)` to `new_addr`
+    /// `mremap_to`: the `MREMAP_FIXED` / `MREMAP_DONTUNMAP` path.
+    fn mremap_to(&mut self, mm: &Mm, vma: Arc<Vma>, mut r: Remap) -> Result<u64, Errno> {
+        let layout = &mm.layout;
+        let mut vma = vma;
+        if r.flags.contains(MremapFlags::FIXED) {
+            self.munmap_range(layout, r.new_addr, r.new_len)?;
+            vma = self.index.find(r.addr).ok_or(Errno::EFAULT)?;
+        }
+        if r.old_len > r.new_len {
+            self.munmap_range(layout, r.addr + r.new_len, r.old_len - r.new_len)?;
+            vma = self.index.find(r.addr).ok_or(Errno::EFAULT)?;
+            r.old_len = r.new_len;
+        }
+        let fixed = r.flags.contains(MremapFlags::FIXED);
+        let target = self.get_unmapped_area(
+            layout,
+            vma.file().map(|f| &**f),
+            r.new_addr,
+            r.new_len,
+            vma.pgoff_at(r.addr),
+            area_flags(&vma, fixed),
+        )?;
+        self.move_vma(mm, &vma, r, target)
+    }
+
+    /// `move_vma`: copy `[addr, addr + old_len)` of `vma` to `new_addr`
     /// (merging there if it can), then unmap the old range unless
     /// `MREMAP_DONTUNMAP`.
-    #[allow(clippy::too_many_arguments)]
-    fn move_vma(
-        &mut self,
-        mm: &Mm,
-        vma: &Arc<Vma>,
-        addr: u64,
-        old_len: u64,
-        new_len: u64,
-        new_addr: u64,
-        flags: MremapFlags,
-    ) -> Result<u64, Errno> {
+    fn move_vma(&mut self, mm: &Mm, vma: &Arc<Vma>, r: Remap, new_addr: u64) -> Result<u64, Errno> {
         let layout = &mm.layout;
-        if self.index.len() >= layout.max_map_count.saturating_sub(3) {
+        if self.index.len() + 2 > layout.max_map_count {
             return Err(Errno::ENOMEM);
         }
-        let mut pgoff = vma.pgoff_at(addr);
+        // copy_vma: unfaulted anonymous memory takes the page offset of
+        // its new home, as a fresh mapping there would.
+        let mut pgoff = vma.pgoff_at(r.addr);
         if vma.is_anonymous() && vma.anon().is_none() {
-            // Unfaulted anonymous memory takes the page offset of its new
-            // home, to merge there as a fresh mapping would.
             pgoff = new_addr >> PAGE_SHIFT;
         }
         let p = Proposal {
             start: new_addr,
-            end: new_addr + new_len,
+            end: new_addr + r.new_len,
             flags: vma.flags(),
             file: vma.file(),
             pgoff,
@@ -247,7 +329,7 @@ impl State {
         if self.merge_new(&p, false).is_none() {
             let v = Vma::new(
                 new_addr,
-                new_addr + new_len,
+                new_addr + r.new_len,
                 vma.flags(),
                 pgoff,
                 vma.file().cloned(),
@@ -255,26 +337,24 @@ impl State {
             );
             self.commit(&[], vec![v]);
         }
-        if flags.contains(MremapFlags::DONTUNMAP) {
-            // The old range stays mapped, unlocked, and without its pages:
-            // a VMA moved whole forgets its anon_vma.
-            if let Some(old) = self.index.find(addr) {
-                let whole = old.start() == addr && old.end() == addr + old_len;
+        if r.flags.contains(MremapFlags::DONTUNMAP) {
+            // dontunmap_complete: the old VMA (all of it) loses VM_LOCKED;
+            // if it was moved whole it also forgets its anon_vma.
+            if let Some(old) = self.index.find(r.addr) {
+                let whole = old.start() == r.addr && old.end() == r.addr + r.old_len;
                 let flags = old.flags() - VmFlags::LOCKED;
-                if whole && old.anon().is_some() {
-                    let v = old.with_flags(flags).with_anon(None);
-                    self.commit(&[old], vec![v]);
-                } else if flags != old.flags() {
-                    let v = old.with_flags(flags);
+                let anon = if whole { None } else { old.anon().cloned() };
+                if flags != old.flags() || anon.is_none() != old.anon().is_none() {
+                    let v = old.with_flags(flags).with_anon(anon);
                     self.commit(&[old], vec![v]);
                 }
             }
             return Ok(new_addr);
         }
-        if old_len > 0 {
+        if r.old_len > 0 {
             // Unmapping the source cannot fail for lack of map slots: the
             // check above left room for the splits.
-            let _ = self.unmap(layout, addr, addr + old_len);
+            let _ = self.unmap(layout, r.addr, r.addr + r.old_len);
         }
         Ok(new_addr)
     }

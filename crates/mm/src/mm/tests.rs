@@ -1,0 +1,136 @@
+//! Regressions found by the differential test, kept as plain unit tests
+//! so that they also run where no Linux kernel is at hand.
+
+use std::sync::Arc;
+
+use crate::file::FileMode;
+use crate::{Access, File, Layout, MapFlags, Mm, MmConfig, MremapFlags, Prot, PAGE_SIZE};
+
+const P: u64 = PAGE_SIZE;
+const BASE: u64 = 0x1000_0000_0000;
+
+fn anon() -> MapFlags {
+    MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::FIXED
+}
+
+fn mm_with(layout: Layout) -> Mm {
+    Mm::new(MmConfig {
+        layout,
+        ..MmConfig::default()
+    })
+}
+
+fn ranges(mm: &Mm) -> Vec<(u64, u64)> {
+    mm.vmas().iter().map(|v| (v.start(), v.end())).collect()
+}
+
+#[test]
+fn fixed_move_takes_every_vma_in_the_range() {
+    // Linux 6.17+: MREMAP_FIXED with equal lengths moves a range spanning
+    // several VMAs, keeping their layout.
+    let mm = Mm::new(MmConfig::default());
+    let rw = Prot::READ | Prot::WRITE;
+    mm.mmap(BASE, 4 * P, rw, anon(), None, 0).unwrap();
+    mm.mmap(BASE + 4 * P, 4 * P, Prot::READ, anon(), None, 0)
+        .unwrap();
+    let to = BASE + 64 * P;
+    let flags = MremapFlags::MAYMOVE | MremapFlags::FIXED;
+    assert_eq!(mm.mremap(BASE + 2 * P, 4 * P, 4 * P, flags, to), Ok(to));
+    assert_eq!(
+        ranges(&mm),
+        vec![
+            (BASE, BASE + 2 * P),
+            (BASE + 6 * P, BASE + 8 * P),
+            (to, to + 2 * P),
+            (to + 2 * P, to + 4 * P)
+        ]
+    );
+    // A range that starts in a hole is refused.
+    assert_eq!(
+        mm.mremap(BASE + 3 * P, 4 * P, 4 * P, flags, to + 32 * P),
+        Err(crate::Errno::EFAULT)
+    );
+}
+
+#[test]
+fn heap_is_what_strictly_overlaps_the_break() {
+    let mm = Mm::new(MmConfig::default());
+    mm.set_brk_base(0x5555_0000_0000);
+    let brk = mm.brk(0x5555_0000_0000 + 2 * P);
+    // A mapping starting exactly at the break is not the heap.
+    mm.mmap(brk, P, Prot::READ, anon(), None, 0).unwrap();
+    let names: Vec<Option<String>> = mm.maps().into_iter().map(|e| e.name).collect();
+    assert_eq!(names, vec![Some("[heap]".to_string()), None]);
+}
+
+#[test]
+fn write_fault_past_eof_still_prepares_the_anon_vma() {
+    // do_cow_fault prepares the anon_vma before it finds the page is past
+    // the end of the file; the anon_vma then stops merges.
+    let mm = Mm::new(MmConfig::default());
+    let f = File::new("/tmp/f", 2 * P);
+    let fixed = MapFlags::PRIVATE | MapFlags::FIXED;
+    let rw = Prot::READ | Prot::WRITE;
+    mm.mmap(BASE, 4 * P, rw, fixed, Some(&f), 0).unwrap();
+    assert_eq!(
+        mm.fault(BASE + 3 * P, Access::Write),
+        Err(crate::FaultError::Bus)
+    );
+    assert!(mm.find_vma(BASE).unwrap().anon().is_some());
+}
+
+#[test]
+fn exec_only_mappings_get_the_execute_only_key() {
+    let layout = Layout {
+        exec_only_pkey: true,
+        ..Layout::default()
+    };
+    let mm = mm_with(layout);
+    mm.mmap(BASE, 4 * P, Prot::EXEC, anon(), None, 0).unwrap();
+    // Same access bits, but PROT_EXEC|PROT_READ drops back to key 0 ...
+    mm.mprotect(BASE, P, Prot::EXEC | Prot::READ).unwrap();
+    mm.mprotect(BASE, P, Prot::EXEC).unwrap();
+    assert_eq!(mm.map_count(), 1);
+    // ... and a PROT_EXEC|PROT_SEM mapping has key 0, so it splits when
+    // made exactly PROT_EXEC.
+    let sem = Prot::from_bits_retain(Prot::EXEC.bits() | 8);
+    mm.mmap(BASE + 8 * P, 4 * P, sem, anon(), None, 0).unwrap();
+    mm.mprotect(BASE + 8 * P, P, Prot::EXEC).unwrap();
+    assert_eq!(mm.map_count(), 3);
+}
+
+#[test]
+fn hints_round_up_to_the_effective_minimum() {
+    let layout = Layout {
+        mmap_min_addr: 0x10000,
+        dac_mmap_min_addr: 0x1000,
+        ..Layout::default()
+    };
+    let mm = mm_with(layout);
+    let a = mm
+        .mmap(
+            0x2000,
+            P,
+            Prot::READ,
+            MapFlags::PRIVATE | MapFlags::ANONYMOUS,
+            None,
+            0,
+        )
+        .unwrap();
+    assert_eq!(a, 0x10000);
+    // Below the sysctl, only CAP_SYS_RAWIO may map.
+    assert_eq!(
+        mm.mmap(0, P, Prot::READ, anon(), None, 0),
+        Err(crate::Errno::EPERM)
+    );
+}
+
+#[test]
+fn large_file_mappings_align_to_their_offset() {
+    let mm = Mm::new(MmConfig::default());
+    let f: Arc<File> = File::with_mode("/tmp/big", 8 << 20, FileMode::default());
+    let a = mm
+        .mmap(0, 2 << 20, Prot::READ, MapFlags::PRIVATE, Some(&f), 0)
+        .unwrap();
+    assert_eq!(a % (2 << 20), 0);
+}

@@ -1,0 +1,173 @@
+//! The child side: a process that runs raw memory-management system calls
+//! on behalf of the parent and reports their raw results.
+//!
+//! Once it has told the parent it is ready, the child must not change its
+//! own address space: no allocation, no mapping, no stack growth. So all
+//! set-up (environment, opening files, touching stack) happens first, and
+//! the command loop uses only `libc::read`, `libc::write`, `libc::syscall`
+//! and stack buffers.
+
+use std::ffi::CString;
+
+/// Words per command record: the operation and six arguments.
+pub const CMD_WORDS: usize = 7;
+/// Words in the ready record.
+pub const READY_WORDS: usize = 16;
+/// First word of the ready record.
+pub const READY_MAGIC: u64 = 0x7673_6361_6c65_6466;
+/// Most files the child opens.
+pub const MAX_FILES: usize = 8;
+
+/// Operation codes of the command records.
+pub const OP_MMAP: u64 = 1;
+/// `munmap(a0, a1)`.
+pub const OP_MUNMAP: u64 = 2;
+/// `mprotect(a0, a1, a2)`.
+pub const OP_MPROTECT: u64 = 3;
+/// `mremap(a0, a1, a2, a3, a4)`.
+pub const OP_MREMAP: u64 = 4;
+/// `brk(a0)`.
+pub const OP_BRK: u64 = 5;
+/// A write fault at `a0`: `read(/dev/zero, a0, 1)`.
+pub const OP_FAULT: u64 = 6;
+
+/// What the child opens before it reports ready: the files the parent
+/// named (one `r:` or `w:` prefixed path per line) and `/dev/zero`.
+struct Setup {
+    fds: [i64; MAX_FILES],
+    nfiles: usize,
+    devzero: i32,
+}
+
+fn open_all() -> Setup {
+    let spec = std::env::var("VMSCALE_DIFF_FILES").unwrap_or_default();
+    let mut fds = [-1i64; MAX_FILES];
+    let mut nfiles = 0;
+    for line in spec.lines().filter(|l| !l.is_empty()).take(MAX_FILES) {
+        let (mode, path) = line.split_at(2);
+        let flags = if mode == "r:" {
+            libc::O_RDONLY
+        } else {
+            libc::O_RDWR
+        };
+        let c = CString::new(path).expect("path without NUL");
+        // SAFETY: `c` is a valid NUL-terminated string for the call.
+        let fd = unsafe { libc::open(c.as_ptr(), flags | libc::O_CLOEXEC) };
+        fds[nfiles] = i64::from(fd);
+        nfiles += 1;
+    }
+    let dz = CString::new("/dev/zero").expect("no NUL");
+    // SAFETY: as above.
+    let devzero = unsafe { libc::open(dz.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    Setup {
+        fds,
+        nfiles,
+        devzero,
+    }
+}
+
+/// Touch 256 KiB of stack now, so that the command loop never grows the
+/// `[stack]` VMA after the parent has read the initial map.
+#[inline(never)]
+fn pretouch_stack() {
+    let mut buf = [0u8; 256 << 10];
+    for i in (0..buf.len()).step_by(4096) {
+        // SAFETY: `i` is in bounds; the volatile write keeps the store.
+        unsafe { std::ptr::write_volatile(buf.as_mut_ptr().add(i), 1) };
+    }
+    std::hint::black_box(&buf);
+}
+
+fn write_all(bytes: &[u8]) -> bool {
+    let mut done = 0;
+    while done < bytes.len() {
+        // SAFETY: the pointer and length describe the unwritten tail.
+        let n = unsafe { libc::write(1, bytes[done..].as_ptr().cast(), bytes.len() - done) };
+        if n <= 0 {
+            return false;
+        }
+        done += n as usize;
+    }
+    true
+}
+
+fn read_all(bytes: &mut [u8]) -> bool {
+    let mut done = 0;
+    while done < bytes.len() {
+        // SAFETY: the pointer and length describe the unread tail.
+        let n = unsafe { libc::read(0, bytes[done..].as_mut_ptr().cast(), bytes.len() - done) };
+        if n <= 0 {
+            return false;
+        }
+        done += n as usize;
+    }
+    true
+}
+
+fn raw(ret: i64) -> i64 {
+    if ret == -1 {
+        // SAFETY: errno is the calling thread's own.
+        -i64::from(unsafe { *libc::__errno_location() })
+    } else {
+        ret
+    }
+}
+
+/// Run one command; the raw result, or `-errno`.
+fn run(cmd: &[u64; CMD_WORDS], devzero: i32) -> i64 {
+    let [op, a0, a1, a2, a3, a4, a5] = *cmd;
+    // SAFETY (all arms): raw system calls on addresses the parent chose
+    // inside its test window or mappings it created; none of them touches
+    // memory this process uses after it reported ready.
+    unsafe {
+        match op {
+            OP_MMAP => raw(libc::syscall(libc::SYS_mmap, a0, a1, a2, a3, a4, a5)),
+            OP_MUNMAP => raw(libc::syscall(libc::SYS_munmap, a0, a1)),
+            OP_MPROTECT => raw(libc::syscall(libc::SYS_mprotect, a0, a1, a2)),
+            OP_MREMAP => raw(libc::syscall(libc::SYS_mremap, a0, a1, a2, a3, a4)),
+            // brk returns the break, never -1.
+            OP_BRK => libc::syscall(libc::SYS_brk, a0),
+            OP_FAULT => raw(libc::read(devzero, a0 as *mut libc::c_void, 1) as i64),
+            _ => -i64::from(libc::ENOSYS),
+        }
+    }
+}
+
+/// The child's main loop. Never returns.
+pub fn main() -> ! {
+    let setup = open_all();
+    pretouch_stack();
+    // SAFETY: brk(0) only reports the current break.
+    let brk0 = unsafe { libc::syscall(libc::SYS_brk, 0u64) } as u64;
+    let mut ready = [0u64; READY_WORDS];
+    ready[0] = READY_MAGIC;
+    ready[1] = brk0;
+    ready[2] = setup.devzero as u64;
+    ready[3] = setup.nfiles as u64;
+    for i in 0..setup.nfiles {
+        ready[4 + i] = setup.fds[i] as u64;
+    }
+    let devzero = setup.devzero;
+    let mut bytes = [0u8; READY_WORDS * 8];
+    for (i, w) in ready.iter().enumerate() {
+        bytes[i * 8..i * 8 + 8].copy_from_slice(&w.to_ne_bytes());
+    }
+    if write_all(&bytes) {
+        let mut rec = [0u8; CMD_WORDS * 8];
+        while read_all(&mut rec) {
+            let mut cmd = [0u64; CMD_WORDS];
+            for (i, w) in cmd.iter_mut().enumerate() {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&rec[i * 8..i * 8 + 8]);
+                *w = u64::from_ne_bytes(b);
+            }
+            let ret = run(&cmd, devzero);
+            if !write_all(&ret.to_ne_bytes()) {
+                break;
+            }
+        }
+    }
+    // SAFETY: leaves without running any exit handler (which might
+    // allocate); the parent only needs the process gone.
+    unsafe { libc::_exit(0) }
+}

@@ -1,0 +1,539 @@
+//! The random call generator.
+//!
+//! Every call it makes either touches only the test window and the ranges
+//! the kernel handed out to earlier test calls ("owned" ranges, which
+//! never held anything of the child's own), or is refused before it
+//! changes anything (unaligned address, bad flags). So a generated case,
+//! and any sub-sequence of it the shrinker tries, never unmaps or
+//! re-protects the child's code, libraries, heap or stack.
+
+use std::sync::Arc;
+
+use mm::{Mm, Vma, PAGE_SIZE};
+
+use super::calls::{Call, Fd};
+
+const PAGE: u64 = PAGE_SIZE;
+const PMD: u64 = 2 << 20;
+
+/// SplitMix64: small, fast and good enough to drive a generator.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[0, n)`; `n > 0`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    /// Uniform in `[lo, hi]`.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.below(hi - lo + 1)
+    }
+
+    /// True with probability `pct` percent.
+    pub fn pct(&mut self, pct: u64) -> bool {
+        self.below(100) < pct
+    }
+
+    pub fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
+        xs[self.below(xs.len() as u64) as usize]
+    }
+}
+
+/// A test file as the generator sees it.
+#[derive(Debug, Clone)]
+pub struct FileInfo {
+    pub size: u64,
+}
+
+/// Generator state for one case.
+pub struct Gen {
+    pub rng: Rng,
+    /// The private window: `[window, window + window_len)`.
+    pub window: u64,
+    pub window_len: u64,
+    /// Ranges the kernel gave to test calls, plus the window.
+    pub owned: Vec<(u64, u64)>,
+    pub files: Vec<FileInfo>,
+    /// The break when the child reported ready; brk never goes lower.
+    pub brk0: u64,
+    pub start_brk: u64,
+    /// Pages of the window's crowded corner: small values make calls
+    /// meet (merge, split, collide) more often.
+    pub cluster: u64,
+}
+
+const MAP_SHARED: u32 = 0x01;
+const MAP_PRIVATE: u32 = 0x02;
+const MAP_SHARED_VALIDATE: u32 = 0x03;
+const MAP_FIXED: u32 = 0x10;
+const MAP_ANONYMOUS: u32 = 0x20;
+const MAP_32BIT: u32 = 0x40;
+const MAP_GROWSDOWN: u32 = 0x100;
+const MAP_NORESERVE: u32 = 0x4000;
+const MAP_POPULATE: u32 = 0x8000;
+const MAP_STACK: u32 = 0x2_0000;
+const MAP_FIXED_NOREPLACE: u32 = 0x10_0000;
+const PROT_GROWSDOWN: u32 = 0x0100_0000;
+const PROT_GROWSUP: u32 = 0x0200_0000;
+const MREMAP_MAYMOVE: u32 = 1;
+const MREMAP_FIXED: u32 = 2;
+const MREMAP_DONTUNMAP: u32 = 4;
+
+impl Gen {
+    /// Whether `[s, e)` lies inside one owned range.
+    pub fn is_owned(&self, s: u64, e: u64) -> bool {
+        s < e && self.owned.iter().any(|&(a, b)| a <= s && e <= b)
+    }
+
+    /// Record that the kernel handed `[s, e)` to a test call.
+    pub fn own(&mut self, s: u64, e: u64) {
+        if s >= e || self.is_owned(s, e) {
+            return;
+        }
+        self.owned.push((s, e));
+        // Merge touching ranges so that calls may span them.
+        self.owned.sort_unstable();
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        for &(a, b) in &self.owned {
+            match out.last_mut() {
+                Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                _ => out.push((a, b)),
+            }
+        }
+        self.owned = out;
+    }
+
+    /// A page count: mostly 1..=16, sometimes a multiple of 2 MiB.
+    fn pages(&mut self) -> u64 {
+        match self.rng.below(100) {
+            0..=79 => self.rng.range(1, 16),
+            80..=89 => self.rng.range(1, 2) * (PMD / PAGE),
+            90..=94 => self.rng.range(17, 64),
+            _ => self.rng.range(1, 4) * (PMD / PAGE) + self.rng.range(1, 3),
+        }
+    }
+
+    /// A length in bytes: mostly whole pages, sometimes not.
+    fn len(&mut self) -> u64 {
+        let l = self.pages() * PAGE;
+        if self.rng.pct(8) {
+            l - self.rng.range(1, PAGE - 1)
+        } else {
+            l
+        }
+    }
+
+    /// A page-aligned address in the window, clustered near its start so
+    /// that calls meet each other.
+    fn window_addr(&mut self) -> u64 {
+        let pages = match self.rng.below(100) {
+            0..=59 => self.rng.below(self.cluster),
+            60..=84 => self.rng.below(256),
+            _ => self.rng.below(self.window_len / PAGE / 2),
+        };
+        self.window + pages * PAGE
+    }
+
+    /// An address next to an owned VMA: at its end, or `len` below its
+    /// start (so that a new mapping or a moved one touches it).
+    fn near_addr(&mut self, mm: &Mm, len: u64) -> u64 {
+        match self.owned_vma(mm) {
+            Some(v) if self.rng.pct(50) => v.end(),
+            Some(v) => v.start().saturating_sub(len.next_multiple_of(PAGE)),
+            None => self.window_addr(),
+        }
+    }
+
+    /// A page-aligned address in an owned range (the window included).
+    fn owned_addr(&mut self) -> u64 {
+        if self.owned.len() == 1 || self.rng.pct(50) {
+            return self.window_addr();
+        }
+        let (a, b) = self.owned[self.rng.below(self.owned.len() as u64) as usize];
+        a + self.rng.below((b - a) / PAGE) * PAGE
+    }
+
+    /// An owned VMA of the model, if any.
+    fn owned_vma(&mut self, mm: &Mm) -> Option<Arc<Vma>> {
+        let vmas: Vec<Arc<Vma>> = mm
+            .vmas()
+            .into_iter()
+            .filter(|v| {
+                self.owned
+                    .iter()
+                    .any(|&(a, b)| v.start() < b && a < v.end())
+            })
+            .collect();
+        if vmas.is_empty() {
+            return None;
+        }
+        Some(Arc::clone(
+            &vmas[self.rng.below(vmas.len() as u64) as usize],
+        ))
+    }
+
+    /// A page-aligned range `[s, e)` inside owned memory, often lined up
+    /// with an owned VMA's edges, sometimes spanning several VMAs.
+    fn owned_range(&mut self, mm: &Mm) -> (u64, u64) {
+        let (mut s, mut e) = match self.owned_vma(mm) {
+            Some(v) if self.rng.pct(80) => {
+                let s = match self.rng.below(4) {
+                    0 | 1 => v.start(),
+                    2 => v.start() + self.rng.below(v.len() / PAGE) * PAGE,
+                    _ => v.start().saturating_sub(self.rng.range(1, 4) * PAGE),
+                };
+                let e = match self.rng.below(4) {
+                    0 | 1 => v.end(),
+                    2 => v.end() - self.rng.below(v.len() / PAGE) * PAGE,
+                    _ => v.end() + self.rng.range(1, 4) * PAGE,
+                };
+                (s, e)
+            }
+            _ => {
+                let s = self.owned_addr();
+                (s, s + self.pages() * PAGE)
+            }
+        };
+        if e <= s {
+            e = s + PAGE;
+        }
+        // Clamp to the owned range holding `s`.
+        if let Some(&(a, b)) = self.owned.iter().find(|&&(a, b)| a <= s && s < b) {
+            s = s.max(a);
+            e = e.min(b);
+        } else if let Some(&(a, b)) = self.owned.iter().find(|&&(a, b)| a < e && e <= b) {
+            s = a.max(s);
+            e = e.min(b);
+        } else {
+            let w = self.window_addr();
+            return (w, w + PAGE);
+        }
+        if e <= s {
+            e = s + PAGE;
+        }
+        (s, e)
+    }
+
+    fn prot(&mut self) -> u32 {
+        let p = self.rng.below(8) as u32;
+        if self.rng.pct(2) {
+            p | self.rng.pick(&[0x8, 0x10, 0x40, 0x8000_0000])
+        } else {
+            p
+        }
+    }
+
+    /// The next call, given the model's current state.
+    pub fn call(&mut self, mm: &Mm) -> Call {
+        match self.rng.below(100) {
+            0..=29 => self.mmap(mm),
+            30..=41 => self.munmap(mm),
+            42..=59 => self.mprotect(mm),
+            60..=74 => self.mremap(mm),
+            75..=79 => self.brk(),
+            _ => self.fault(mm),
+        }
+    }
+
+    fn mmap(&mut self, mm: &Mm) -> Call {
+        let mut len = self.len();
+        let prot = self.prot();
+        let nfiles = self.files.len() as u64;
+        let (mut flags, fd) = match self.rng.below(100) {
+            0..=34 => (MAP_PRIVATE | MAP_ANONYMOUS, Fd::None),
+            35..=49 => (MAP_SHARED | MAP_ANONYMOUS, Fd::None),
+            50..=74 => (MAP_PRIVATE, Fd::File(self.rng.below(nfiles) as usize)),
+            75..=94 => (MAP_SHARED, Fd::File(self.rng.below(nfiles) as usize)),
+            95..=96 => (
+                MAP_SHARED_VALIDATE,
+                Fd::File(self.rng.below(nfiles) as usize),
+            ),
+            97 => (MAP_PRIVATE, Fd::None),
+            98 => (self.rng.pick(&[0, 0xf, 4]) | MAP_ANONYMOUS, Fd::None),
+            _ => (MAP_SHARED | MAP_ANONYMOUS, Fd::File(0)),
+        };
+        let file = match fd {
+            Fd::File(i) if flags & MAP_ANONYMOUS == 0 => Some(self.files[i].clone()),
+            _ => None,
+        };
+        if self.rng.pct(5) {
+            flags |= MAP_GROWSDOWN;
+        }
+        if self.rng.pct(10) {
+            flags |= MAP_NORESERVE;
+        }
+        if self.rng.pct(5) {
+            flags |= MAP_POPULATE;
+        }
+        if self.rng.pct(5) {
+            flags |= MAP_STACK;
+        }
+        if self.rng.pct(3) {
+            flags |= MAP_32BIT;
+        }
+        if self.rng.pct(1) {
+            flags |= self.rng.pick(&[0x80_0000, 0x400_0000, 0x5400_0000]);
+        }
+        let off = match &file {
+            Some(f) => {
+                let pages = f.size.div_ceil(PAGE);
+                let mut off = self.rng.below(pages + 4) * PAGE;
+                if self.rng.pct(40) {
+                    off = 0;
+                }
+                if self.rng.pct(2) {
+                    off += self.rng.range(1, PAGE - 1);
+                }
+                if self.rng.pct(1) {
+                    off = !(PAGE - 1);
+                }
+                off
+            }
+            None => {
+                if self.rng.pct(3) {
+                    self.rng.range(1, 4) * PAGE
+                } else {
+                    0
+                }
+            }
+        };
+        let addr = match self.rng.below(110) {
+            100..=104 => {
+                flags |= MAP_FIXED;
+                self.near_addr(mm, len)
+            }
+            105..=107 => self.near_addr(mm, len),
+            108..=109 => {
+                // Above the heap: brk must stop short of it (and its
+                // guard gap, if it grows down).
+                flags |= MAP_FIXED_NOREPLACE;
+                self.brk0.next_multiple_of(PAGE) + self.rng.range(1, 64) * PAGE
+            }
+            0..=37 => {
+                flags |= MAP_FIXED;
+                self.window_addr()
+            }
+            38..=44 => {
+                flags |= MAP_FIXED;
+                self.owned_addr()
+            }
+            45..=57 => {
+                flags |= MAP_FIXED_NOREPLACE;
+                self.owned_addr()
+            }
+            58..=59 => {
+                flags |= MAP_FIXED_NOREPLACE | MAP_FIXED;
+                self.owned_addr()
+            }
+            60..=79 => self.owned_addr(),
+            80..=95 => 0,
+            96 => {
+                // An unaligned hint is rounded down; unaligned MAP_FIXED
+                // is refused.
+                self.window_addr() + self.rng.range(1, PAGE - 1)
+            }
+            97 => {
+                flags |= MAP_FIXED;
+                self.window_addr() + self.rng.range(1, PAGE - 1)
+            }
+            98 => {
+                len = self.rng.pick(&[0, u64::MAX - PAGE, 1 << 47, u64::MAX]);
+                self.window_addr()
+            }
+            _ => {
+                // A hint below mmap_min_addr, or beyond the address space.
+                self.rng.pick(&[PAGE, 2 * PAGE, 0x7fff_ffff_f000, 1 << 47])
+            }
+        };
+        // MAP_FIXED replaces: it may only land on owned memory.
+        let mut addr = addr;
+        if flags & MAP_FIXED != 0 && addr % PAGE == 0 {
+            let end = len
+                .checked_next_multiple_of(PAGE)
+                .and_then(|l| addr.checked_add(l));
+            if end.is_some_and(|end| !self.is_owned(addr, end.max(addr + PAGE))) {
+                addr = self.window_addr();
+            }
+        }
+        Call::Mmap {
+            addr,
+            len,
+            prot,
+            flags,
+            fd,
+            off,
+        }
+    }
+
+    fn munmap(&mut self, mm: &Mm) -> Call {
+        let (s, e) = self.owned_range(mm);
+        match self.rng.below(100) {
+            0..=89 => Call::Munmap {
+                addr: s,
+                len: e - s,
+            },
+            90..=93 => Call::Munmap {
+                addr: s,
+                len: e - s - self.rng.range(1, PAGE - 1),
+            },
+            94..=96 => Call::Munmap {
+                addr: s + self.rng.range(1, PAGE - 1),
+                len: e - s,
+            },
+            97 => Call::Munmap { addr: s, len: 0 },
+            _ => Call::Munmap {
+                addr: self.rng.pick(&[0x7fff_ffff_f000, 1 << 47, !(PAGE - 1)]),
+                len: self.rng.pick(&[PAGE, !(PAGE - 1)]),
+            },
+        }
+    }
+
+    fn mprotect(&mut self, mm: &Mm) -> Call {
+        let (s, e) = self.owned_range(mm);
+        let mut prot = self.prot();
+        if self.rng.pct(4) {
+            // PROT_GROWSDOWN extends the range down to the VMA's start:
+            // allow it only when that stays in owned memory.
+            let vma = mm.find_vma(s);
+            let safe = vma.is_some_and(|v| v.start() >= s || self.is_owned(v.start(), e));
+            if safe {
+                prot |= PROT_GROWSDOWN;
+            }
+        }
+        if self.rng.pct(1) {
+            prot |= PROT_GROWSUP;
+        }
+        match self.rng.below(100) {
+            0..=91 => Call::Mprotect {
+                addr: s,
+                len: e - s,
+                prot,
+            },
+            92..=94 => Call::Mprotect {
+                addr: s,
+                len: e - s - self.rng.range(1, PAGE - 1),
+                prot,
+            },
+            95..=96 => Call::Mprotect {
+                addr: s + self.rng.range(1, PAGE - 1),
+                len: e - s,
+                prot,
+            },
+            97 => Call::Mprotect {
+                addr: s,
+                len: 0,
+                prot,
+            },
+            _ => Call::Mprotect {
+                addr: self.rng.pick(&[0x7fff_ffff_f000, 1 << 47, !(PAGE - 1)]),
+                len: self.rng.pick(&[PAGE, !(PAGE - 1)]),
+                prot,
+            },
+        }
+    }
+
+    fn mremap(&mut self, mm: &Mm) -> Call {
+        let (s, e) = self.owned_range(mm);
+        let old_pages = (e - s) / PAGE;
+        let mut old_len = e - s;
+        let mut new_len = match self.rng.below(10) {
+            0..=2 => old_len,
+            3..=5 => self.rng.range(1, old_pages.max(1)) * PAGE,
+            6..=8 => old_len + self.rng.range(1, 8) * PAGE,
+            _ => self.pages() * PAGE,
+        };
+        let mut flags = match self.rng.below(100) {
+            0..=29 => 0,
+            30..=64 => MREMAP_MAYMOVE,
+            65..=84 => MREMAP_MAYMOVE | MREMAP_FIXED,
+            85..=91 => MREMAP_MAYMOVE | MREMAP_DONTUNMAP,
+            92..=95 => MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP,
+            96 => MREMAP_FIXED,
+            97 => MREMAP_DONTUNMAP,
+            98 => 8,
+            _ => MREMAP_MAYMOVE | 0x10,
+        };
+        if flags & MREMAP_DONTUNMAP != 0 && self.rng.pct(80) {
+            new_len = old_len;
+        }
+        let mut new_addr = if flags & MREMAP_FIXED != 0 || self.rng.pct(5) {
+            if self.rng.pct(30) {
+                let a = self.near_addr(mm, new_len);
+                if self.is_owned(a, a.saturating_add(new_len.max(PAGE))) {
+                    a
+                } else {
+                    self.window_addr()
+                }
+            } else {
+                self.window_addr()
+            }
+        } else {
+            0
+        };
+        if self.rng.pct(4) {
+            // Duplicating a shared mapping with old_len 0.
+            old_len = 0;
+            flags |= MREMAP_MAYMOVE;
+        }
+        let mut old = s;
+        match self.rng.below(100) {
+            0..=1 => old += self.rng.range(1, PAGE - 1),
+            2..=3 => new_addr += self.rng.range(1, PAGE - 1),
+            4 => new_len = 0,
+            5 => old_len -= self.rng.range(1, PAGE - 1).min(old_len),
+            6 => new_len = new_len.saturating_sub(self.rng.range(1, PAGE - 1)).max(1),
+            7 => new_len = self.rng.pick(&[!(PAGE - 1), 1 << 47]),
+            _ => {}
+        }
+        Call::Mremap {
+            old,
+            old_len,
+            new_len,
+            flags,
+            new_addr,
+        }
+    }
+
+    fn brk(&mut self) -> Call {
+        let addr = match self.rng.below(100) {
+            0..=74 => self.brk0 + self.rng.below(48) * PAGE + self.rng.pick(&[0, 0, 1, 100]),
+            75..=84 => self.brk0,
+            85..=89 => 0,
+            90..=94 => self.start_brk.saturating_sub(PAGE),
+            _ => self.brk0 + self.rng.range(1, 2048) * PAGE,
+        };
+        Call::Brk { addr }
+    }
+
+    fn fault(&mut self, mm: &Mm) -> Call {
+        let addr = match self.owned_vma(mm) {
+            Some(v) if self.rng.pct(85) => match self.rng.below(10) {
+                // Just below: grows a grows-down VMA.
+                0 => v.start() - self.rng.range(1, 3) * PAGE + self.rng.below(PAGE),
+                _ => v.start() + self.rng.below(v.len()),
+            },
+            _ => self.owned_addr() + self.rng.below(PAGE),
+        };
+        if self.is_owned(addr & !(PAGE - 1), (addr & !(PAGE - 1)) + PAGE) {
+            Call::Fault { addr }
+        } else {
+            Call::Fault {
+                addr: self.window_addr(),
+            }
+        }
+    }
+}

@@ -1,0 +1,729 @@
+//! The parent side: spawn children, build models, generate, compare,
+//! shrink, report.
+
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use mm::file::FileMode;
+use mm::procmaps::{self, MapsEntry};
+use mm::{File, IndexKind, Layout, Mm, MmConfig, PAGE_SIZE};
+
+use super::calls::{result_str, Call};
+use super::child::{CMD_WORDS, READY_MAGIC, READY_WORDS};
+use super::gen::{FileInfo, Gen, Rng};
+
+/// `VMSCALE_DIFF_STATS=1`: count results per call kind and errno.
+static STATS: AtomicBool = AtomicBool::new(false);
+static STATS_MAP: Mutex<std::collections::BTreeMap<String, u64>> =
+    Mutex::new(std::collections::BTreeMap::new());
+
+/// The private window: 64 GiB at 16 TiB, far below the program (at
+/// 0x555555554000 without randomisation) and the libraries (below
+/// 0x7ffff7fff000).
+const WINDOW: u64 = 0x1000_0000_0000;
+const WINDOW_LEN: u64 = 64 << 30;
+
+/// What every case shares: the executable, the test files, the layout.
+struct Setup {
+    exe: PathBuf,
+    dir: PathBuf,
+    /// Path, size, opened for writing.
+    files: Vec<(String, u64, bool)>,
+    layout: Layout,
+    /// The temp directory's filesystem places file mappings with
+    /// `thp_get_unmapped_area` (ext4, xfs, btrfs).
+    huge_align: bool,
+}
+
+/// Whether the filesystem holding `dir` aligns large file mappings.
+fn fs_huge_align(dir: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return true;
+    };
+    // SAFETY: statfs fills the zeroed struct we own; `c` is NUL-terminated.
+    let magic = unsafe {
+        let mut st: libc::statfs = std::mem::zeroed();
+        if libc::statfs(c.as_ptr(), &mut st) != 0 {
+            return true;
+        }
+        st.f_type as u64
+    };
+    // ext2/3/4, xfs, btrfs use thp_get_unmapped_area.
+    matches!(magic, 0xef53 | 0x5846_5342 | 0x9123_683e)
+}
+
+/// Whether this process (and so its child) holds CAP_SYS_RAWIO.
+fn has_cap_sys_rawio() -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .is_some_and(|caps| caps & (1 << 17) != 0)
+}
+
+fn read_sysctl(path: &str) -> Option<u64> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// The model's layout for this machine: x86-64 with randomisation off and
+/// an 8 MiB stack rlimit (what the child runs with), and the machine's
+/// real sysctls.
+fn real_layout() -> Layout {
+    let mut l = Layout::x86_64(8 << 20);
+    if let Some(v) = read_sysctl("/proc/sys/vm/mmap_min_addr") {
+        // The kernel's effective minimum is max(this, CONFIG_LSM_MMAP_MIN_ADDR);
+        // Setup::new probes it.
+        l.mmap_min_addr = v;
+        l.dac_mmap_min_addr = v;
+    }
+    if let Some(v) = read_sysctl("/proc/sys/vm/max_map_count") {
+        l.max_map_count = v as usize;
+    }
+    if let Some(v) = read_sysctl("/proc/sys/vm/overcommit_memory") {
+        l.overcommit_never = v == 2;
+    }
+    let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
+    if let Some(gap) = cmdline
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("stack_guard_gap="))
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        l.stack_guard_gap = gap * PAGE_SIZE;
+        l.mmap_base = mm::layout::mmap_base(l.task_size, l.stack_rlimit, l.stack_guard_gap);
+    }
+    l.thp_align = std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists();
+    l.cap_sys_rawio = has_cap_sys_rawio();
+    // With protection keys enabled, PROT_EXEC-only mappings get a key.
+    l.exec_only_pkey = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == "ospke"));
+    l
+}
+
+impl Setup {
+    fn new() -> std::io::Result<Setup> {
+        let exe = std::env::current_exe()?;
+        let dir = std::env::temp_dir().join(format!("vmscale-diff-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let dir = dir.canonicalize()?;
+        // Sizes: whole pages, a partial last page, one large enough for
+        // 2 MiB-aligned file mappings, and one opened read-only.
+        let specs: [(u64, bool); 4] = [
+            (16 * PAGE_SIZE, true),
+            (3 * PAGE_SIZE + 100, true),
+            (600 * PAGE_SIZE, true),
+            (8 * PAGE_SIZE, false),
+        ];
+        let mut files = Vec::new();
+        for (i, &(size, writable)) in specs.iter().enumerate() {
+            let path = dir.join(format!("file{i}"));
+            let f = std::fs::File::create(&path)?;
+            f.set_len(size)?;
+            files.push((path.to_string_lossy().into_owned(), size, writable));
+        }
+        let huge_align = fs_huge_align(&dir);
+        let mut setup = Setup {
+            huge_align,
+            exe,
+            dir,
+            files,
+            layout: real_layout(),
+        };
+        setup.probe_min_addr();
+        Ok(setup)
+    }
+
+    /// The kernel rounds a hint below its effective `mmap_min_addr` up to
+    /// it, which may exceed the sysctl (`CONFIG_LSM_MMAP_MIN_ADDR`): ask a
+    /// throw-away child where a one-page mapping hinted at one page goes.
+    fn probe_min_addr(&mut self) {
+        let Ok(mut child) = Child::spawn(self) else {
+            return;
+        };
+        let probe = Call::Mmap {
+            addr: PAGE_SIZE,
+            len: PAGE_SIZE,
+            prot: 1,
+            flags: 0x22,
+            fd: super::calls::Fd::None,
+            off: 0,
+        };
+        if let Ok(a) = child.call(&probe) {
+            if a > 0 && (a as u64) < (1 << 32) {
+                self.layout.mmap_min_addr = a as u64;
+            }
+        }
+    }
+
+    fn file_spec(&self) -> String {
+        self.files
+            .iter()
+            .map(|(p, _, w)| format!("{}{p}\n", if *w { "w:" } else { "r:" }))
+            .collect()
+    }
+
+    fn gen_files(&self) -> Vec<FileInfo> {
+        self.files
+            .iter()
+            .map(|&(_, size, _)| FileInfo { size })
+            .collect()
+    }
+
+    /// Fresh model files (a model's `File`s carry identity for merging,
+    /// so each case gets its own).
+    fn model_files(&self) -> Vec<Arc<File>> {
+        self.files
+            .iter()
+            .map(|(p, size, w)| {
+                File::with_mode(
+                    p.clone(),
+                    *size,
+                    FileMode {
+                        read: true,
+                        write: *w,
+                        noexec: false,
+                        huge_align: self.huge_align,
+                    },
+                )
+            })
+            .collect()
+    }
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A running child.
+struct Child {
+    proc: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: std::process::ChildStdout,
+    pid: u32,
+    fds: Vec<i64>,
+    brk0: u64,
+}
+
+impl Child {
+    fn spawn(setup: &Setup) -> Result<Child, String> {
+        let mut cmd = Command::new(&setup.exe);
+        cmd.env("VMSCALE_DIFF_CHILD", "1")
+            .env("VMSCALE_DIFF_FILES", setup.file_spec())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut rl = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes into the struct we own.
+        unsafe { libc::getrlimit(libc::RLIMIT_STACK, &mut rl) };
+        let want = 8u64 << 20;
+        let rl = libc::rlimit {
+            rlim_cur: want.min(rl.rlim_max),
+            rlim_max: rl.rlim_max,
+        };
+        // SAFETY: the closure runs between fork and exec and makes only
+        // async-signal-safe system calls (personality, setrlimit).
+        unsafe {
+            cmd.pre_exec(move || {
+                let cur = libc::personality(0xffff_ffff);
+                if libc::personality((cur as libc::c_ulong) | 0x0040000) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if libc::setrlimit(libc::RLIMIT_STACK, &rl) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut proc = cmd.spawn().map_err(|e| format!("spawn child: {e}"))?;
+        let stdin = proc.stdin.take().expect("piped stdin");
+        let mut stdout = proc.stdout.take().expect("piped stdout");
+        let pid = proc.id();
+        let mut bytes = [0u8; READY_WORDS * 8];
+        stdout
+            .read_exact(&mut bytes)
+            .map_err(|e| format!("child did not report ready: {e}"))?;
+        let w = |i: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&bytes[i * 8..i * 8 + 8]);
+            u64::from_ne_bytes(b)
+        };
+        if w(0) != READY_MAGIC {
+            return Err("bad ready record from child".into());
+        }
+        let nfiles = w(3) as usize;
+        let fds: Vec<i64> = (0..nfiles).map(|i| w(4 + i) as i64).collect();
+        if fds.iter().any(|&fd| fd < 0) {
+            return Err("child could not open its files".into());
+        }
+        Ok(Child {
+            proc,
+            stdin,
+            stdout,
+            pid,
+            fds,
+            brk0: w(1),
+        })
+    }
+
+    fn call(&mut self, call: &Call) -> Result<i64, String> {
+        let rec = call.record(&self.fds);
+        let mut bytes = [0u8; CMD_WORDS * 8];
+        for (i, w) in rec.iter().enumerate() {
+            bytes[i * 8..i * 8 + 8].copy_from_slice(&w.to_ne_bytes());
+        }
+        self.stdin
+            .write_all(&bytes)
+            .map_err(|e| format!("child died? {e}"))?;
+        let mut r = [0u8; 8];
+        self.stdout
+            .read_exact(&mut r)
+            .map_err(|e| format!("child died during {call}: {e}"))?;
+        Ok(i64::from_ne_bytes(r))
+    }
+
+    fn proc_file(&self, name: &str) -> Result<String, String> {
+        std::fs::read_to_string(format!("/proc/{}/{name}", self.pid))
+            .map_err(|e| format!("read /proc/{}/{name}: {e}", self.pid))
+    }
+
+    fn maps(&self) -> Result<Vec<MapsEntry>, String> {
+        procmaps::parse(&self.proc_file("maps")?)
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.proc.kill();
+        let _ = self.proc.wait();
+    }
+}
+
+/// A child and the models built from its initial state.
+struct Pair {
+    child: Child,
+    models: Vec<Mm>,
+    files: Vec<Arc<File>>,
+    start_brk: u64,
+}
+
+impl Pair {
+    fn start(setup: &Setup) -> Result<Pair, String> {
+        let child = Child::spawn(setup)?;
+        let smaps = procmaps::parse_smaps(&child.proc_file("smaps")?)?;
+        let stat = child.proc_file("stat")?;
+        let tail = &stat[stat.rfind(')').ok_or("bad stat")? + 1..];
+        let fields: Vec<&str> = tail.split_whitespace().collect();
+        // Field n of proc(5) is fields[n - 3].
+        let field = |n: usize| -> Result<u64, String> {
+            fields
+                .get(n - 3)
+                .and_then(|f| f.parse().ok())
+                .ok_or_else(|| format!("bad stat field {n}"))
+        };
+        let start_stack = field(28)?;
+        let start_brk = field(47)?;
+        let files = setup.model_files();
+        let mut models = Vec::new();
+        for kind in IndexKind::ALL {
+            let config = MmConfig {
+                layout: setup.layout.clone(),
+                index: kind,
+            };
+            let mm = Mm::from_smaps(config, &smaps, start_brk, child.brk0, start_stack, &files)
+                .map_err(|e| format!("Mm::from_smaps: {e}"))?;
+            models.push(mm);
+        }
+        Ok(Pair {
+            child,
+            models,
+            files,
+            start_brk,
+        })
+    }
+}
+
+/// Lines of a map the test compares: all but the child's own stack (which
+/// the model never changes, and the kernel may grow) and what lies above
+/// the address space (`[vsyscall]`).
+fn comparable(maps: Vec<MapsEntry>, task_size: u64) -> Vec<MapsEntry> {
+    maps.into_iter()
+        .filter(|e| e.name.as_deref() != Some("[stack]") && e.start < task_size)
+        .collect()
+}
+
+fn same_maps(a: &[MapsEntry], b: &[MapsEntry]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.same_mapping(y))
+}
+
+fn line(e: &MapsEntry) -> String {
+    format!(
+        "{:x}-{:x} {} {:08x} {}",
+        e.start,
+        e.end,
+        e.perms(),
+        e.offset,
+        e.name.as_deref().unwrap_or("")
+    )
+}
+
+/// A mismatch: at which call, and what differed.
+#[derive(Debug, Clone)]
+struct Mismatch {
+    /// Index of the call after which the mismatch showed (`None`: the
+    /// initial map already differed).
+    at: Option<usize>,
+    report: String,
+}
+
+/// The outcome of running a sequence.
+struct Run {
+    /// Kernel and per-model results of every call run.
+    results: Vec<(i64, Vec<i64>)>,
+    mismatch: Option<Mismatch>,
+}
+
+/// Compare the models with the kernel after a call; `None` if they agree.
+fn compare(
+    pair: &Pair,
+    setup: &Setup,
+    kret: Option<(i64, &[i64])>,
+) -> Result<Option<String>, String> {
+    let mut report = String::new();
+    if let Some((k, ms)) = kret {
+        for (mm, &m) in pair.models.iter().zip(ms) {
+            if m != k {
+                let _ = writeln!(
+                    report,
+                    "  result: kernel {} but model[{}] {}",
+                    result_str(k),
+                    mm.index_kind(),
+                    result_str(m)
+                );
+            }
+        }
+    }
+    let kmaps = comparable(pair.child.maps()?, setup.layout.task_size);
+    for mm in &pair.models {
+        let mmaps = comparable(mm.maps(), setup.layout.task_size);
+        if !same_maps(&kmaps, &mmaps) {
+            let _ = writeln!(report, "  maps differ (model[{}]):", mm.index_kind());
+            let klines: Vec<String> = kmaps.iter().map(line).collect();
+            let mlines: Vec<String> = mmaps.iter().map(line).collect();
+            for l in &klines {
+                if !mlines.contains(l) {
+                    let _ = writeln!(report, "    kernel only: {l}");
+                }
+            }
+            for l in &mlines {
+                if !klines.contains(l) {
+                    let _ = writeln!(report, "    model only:  {l}");
+                }
+            }
+        }
+        if let Err(e) = mm.validate() {
+            let _ = writeln!(report, "  model[{}] invalid: {e}", mm.index_kind());
+        }
+    }
+    Ok((!report.is_empty()).then_some(report))
+}
+
+/// Run `calls` (or generate `n` calls with `gen`) in a fresh child and
+/// fresh models, stopping at the first mismatch.
+fn run(
+    setup: &Setup,
+    calls: &mut Vec<Call>,
+    mut gen: Option<(&mut Gen, usize)>,
+) -> Result<Run, String> {
+    let pair = Pair::start(setup)?;
+    let mut pair = pair;
+    if let Some((g, _)) = gen.as_mut() {
+        g.brk0 = pair.child.brk0;
+        g.start_brk = pair.start_brk;
+    }
+    let mut results = Vec::new();
+    if let Some(report) = compare(&pair, setup, None)? {
+        return Ok(Run {
+            results,
+            mismatch: Some(Mismatch { at: None, report }),
+        });
+    }
+    let total = match &gen {
+        Some((_, n)) => *n,
+        None => calls.len(),
+    };
+    for i in 0..total {
+        if let Some((g, _)) = gen.as_mut() {
+            let c = g.call(&pair.models[0]);
+            calls.push(c);
+        }
+        let call = calls[i].clone();
+        let k = pair.child.call(&call)?;
+        let ms: Vec<i64> = pair
+            .models
+            .iter()
+            .map(|mm| call.run_model(mm, &pair.files))
+            .collect();
+        if let Some((g, _)) = gen.as_mut() {
+            record_owned(g, &call, k);
+        }
+        if STATS.load(Ordering::Relaxed) {
+            let kind = call.to_string();
+            let kind = kind.split('(').next().unwrap_or("").to_string();
+            let r = if k < 0 { result_str(k) } else { "ok".into() };
+            *STATS_MAP
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(format!("{kind} {r}"))
+                .or_default() += 1;
+        }
+        results.push((k, ms.clone()));
+        if let Some(report) = compare(&pair, setup, Some((k, &ms)))? {
+            return Ok(Run {
+                results,
+                mismatch: Some(Mismatch {
+                    at: Some(i),
+                    report,
+                }),
+            });
+        }
+    }
+    Ok(Run {
+        results,
+        mismatch: None,
+    })
+}
+
+/// Ranges the kernel gave to a successful call become the test's own.
+fn record_owned(g: &mut Gen, call: &Call, k: i64) {
+    if k < 0 {
+        return;
+    }
+    let k = k as u64;
+    match *call {
+        Call::Mmap { len, .. } => g.own(k, k + len.next_multiple_of(PAGE_SIZE)),
+        Call::Mremap { new_len, .. } => g.own(k, k + new_len.next_multiple_of(PAGE_SIZE)),
+        _ => {}
+    }
+}
+
+fn case_seed(seed: u64, case: u64) -> u64 {
+    let mut r = Rng::new(seed ^ case.wrapping_mul(0xd1b5_4a32_d192_ed03));
+    r.next()
+}
+
+fn new_gen(setup: &Setup, seed: u64, case: u64) -> Gen {
+    let mut rng = Rng::new(case_seed(seed, case));
+    let cluster = rng.pick(&[12, 24, 32, 64]);
+    Gen {
+        cluster,
+        rng,
+        window: WINDOW,
+        window_len: WINDOW_LEN,
+        owned: vec![(WINDOW, WINDOW + WINDOW_LEN)],
+        files: setup.gen_files(),
+        brk0: 0,
+        start_brk: 0,
+    }
+}
+
+/// Delete calls one at a time while the mismatch persists.
+fn shrink(setup: &Setup, mut calls: Vec<Call>) -> Result<Vec<Call>, String> {
+    loop {
+        let mut progress = false;
+        let mut i = 0;
+        while i < calls.len() {
+            let mut trial = calls.clone();
+            trial.remove(i);
+            // A trial whose child dies proves nothing: keep the call.
+            let mismatch = run(setup, &mut trial, None).ok().and_then(|r| r.mismatch);
+            if let Some(m) = mismatch {
+                // Keep only what leads to the mismatch.
+                let upto = m.at.map_or(0, |a| a + 1);
+                trial.truncate(upto);
+                calls = trial;
+                progress = true;
+            } else {
+                i += 1;
+            }
+        }
+        if !progress {
+            return Ok(calls);
+        }
+    }
+}
+
+fn report_failure(
+    setup: &Setup,
+    seed: u64,
+    case: u64,
+    ncalls: usize,
+    calls: Vec<Call>,
+) -> Result<(), String> {
+    let original = calls.len();
+    let shrunk = shrink(setup, calls)?;
+    let mut shrunk = shrunk;
+    let r = run(setup, &mut shrunk, None)?;
+    let m = r.mismatch.clone().unwrap_or(Mismatch {
+        at: None,
+        report: "  (mismatch did not reproduce after shrinking)".into(),
+    });
+    eprintln!("\n=== differential MISMATCH: seed {seed:#x}, case {case} ===");
+    eprintln!(
+        "reproduce: VMSCALE_DIFF_SEED={seed:#x} VMSCALE_DIFF_CASE={case} VMSCALE_DIFF_CALLS={ncalls} \
+         cargo test -p mm --release --test differential"
+    );
+    eprintln!("shrunk from {original} to {} calls:", shrunk.len());
+    for (i, c) in shrunk.iter().enumerate() {
+        let (k, ms) = r.results.get(i).cloned().unwrap_or((0, Vec::new()));
+        let ms: Vec<String> = ms.iter().map(|&m| result_str(m)).collect();
+        let mark = if m.at == Some(i) {
+            "  <== MISMATCH"
+        } else {
+            ""
+        };
+        eprintln!(
+            "  #{i:<3} {c}\n        kernel {}  model {}{mark}",
+            result_str(k),
+            ms.join(" / ")
+        );
+    }
+    if m.at.is_none() {
+        eprintln!("the initial map already differs:");
+    }
+    eprint!("{}", m.report);
+    Ok(())
+}
+
+fn env_u64(name: &str) -> Option<u64> {
+    let v = std::env::var(name).ok()?;
+    let v = v.trim();
+    if let Some(hex) = v.strip_prefix("0x") {
+        u64::from_str_radix(hex, 16).ok()
+    } else {
+        v.parse().ok()
+    }
+}
+
+/// The parent's main; the process exit code.
+pub fn main() -> i32 {
+    let seed = env_u64("VMSCALE_DIFF_SEED").unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1)
+    });
+    let cases = env_u64("VMSCALE_DIFF_CASES").unwrap_or(300);
+    let ncalls = env_u64("VMSCALE_DIFF_CALLS").unwrap_or(50) as usize;
+    let only = env_u64("VMSCALE_DIFF_CASE");
+    let threads = env_u64("VMSCALE_DIFF_THREADS").unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get() as u64)
+            .min(4)
+    });
+    let setup = match Setup::new() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("differential: cannot set up temp files: {e}");
+            return 1;
+        }
+    };
+    let l = &setup.layout;
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    println!(
+        "differential: Linux {}, seed {seed:#x}, {} cases x {ncalls} calls, {threads} threads \
+         (mmap_base {:#x}, mmap_min_addr {:#x}, max_map_count {}, thp_align {})",
+        release.trim(),
+        if only.is_some() { 1 } else { cases },
+        l.mmap_base,
+        l.mmap_min_addr,
+        l.max_map_count,
+        l.thp_align
+    );
+    STATS.store(
+        std::env::var_os("VMSCALE_DIFF_STATS").is_some(),
+        Ordering::Relaxed,
+    );
+    let t0 = Instant::now();
+    let case_list: Vec<u64> = match only {
+        Some(c) => vec![c],
+        None => (0..cases).collect(),
+    };
+    let next = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let failure: Mutex<Option<(u64, Vec<Call>)>> = Mutex::new(None);
+    let error: Mutex<Option<String>> = Mutex::new(None);
+    let total_calls = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1) {
+            s.spawn(|| loop {
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                let i = next.fetch_add(1, Ordering::Relaxed) as usize;
+                let Some(&case) = case_list.get(i) else {
+                    return;
+                };
+                let mut g = new_gen(&setup, seed, case);
+                let mut calls = Vec::new();
+                match run(&setup, &mut calls, Some((&mut g, ncalls))) {
+                    Ok(r) => {
+                        total_calls.fetch_add(r.results.len() as u64, Ordering::Relaxed);
+                        if let Some(m) = r.mismatch {
+                            calls.truncate(m.at.map_or(0, |a| a + 1));
+                            let mut f = failure.lock().unwrap_or_else(|e| e.into_inner());
+                            if f.as_ref().is_none_or(|(c, _)| case < *c) {
+                                *f = Some((case, calls));
+                            }
+                            stop.store(true, Ordering::Relaxed);
+                        }
+                    }
+                    Err(e) => {
+                        *error.lock().unwrap_or_else(|e| e.into_inner()) =
+                            Some(format!("case {case}: {e}"));
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    let secs = t0.elapsed().as_secs_f64();
+    if STATS.load(Ordering::Relaxed) {
+        for (k, n) in STATS_MAP.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            println!("  {k:<28} {n}");
+        }
+    }
+    if let Some(e) = error.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        eprintln!("differential: harness error: {e}");
+        return 1;
+    }
+    let done = next.load(Ordering::Relaxed).min(case_list.len() as u64);
+    if let Some((case, calls)) = failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        println!(
+            "differential: mismatch after {done} cases, {} calls, {secs:.1} s",
+            total_calls.load(Ordering::Relaxed)
+        );
+        if let Err(e) = report_failure(&setup, seed, case, ncalls, calls) {
+            eprintln!("differential: harness error while shrinking: {e}");
+        }
+        return 1;
+    }
+    println!(
+        "differential: OK: {done} cases, {} calls, 0 mismatches, {secs:.1} s (seed {seed:#x})",
+        total_calls.load(Ordering::Relaxed)
+    );
+    0
+}
