@@ -142,6 +142,19 @@ pub struct Sysctl {
     /// The kernel has transparent huge pages (large anonymous mappings
     /// are 2 MiB aligned).
     pub thp: bool,
+    /// The CPU has protection keys enabled (`ospke` in `/proc/cpuinfo`), so
+    /// a `PROT_EXEC`-only mapping gets the execute-only key. Traces made
+    /// before this field was recorded were made on such a machine.
+    #[serde(default = "yes")]
+    pub exec_only_pkey: bool,
+    /// The traced command held `CAP_SYS_RAWIO` (it may map below
+    /// `mmap_min_addr`). Defaults as for `exec_only_pkey`.
+    #[serde(default = "yes")]
+    pub cap_sys_rawio: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// A file the traced processes mapped, one per path and open mode.
@@ -157,6 +170,11 @@ pub struct FileInfo {
     pub write: bool,
     /// On a `noexec` mount.
     pub noexec: bool,
+    /// On a filesystem that places large file mappings 2 MiB-aligned
+    /// (ext4, xfs, btrfs). Traces made before this field was recorded
+    /// mapped files on ext4.
+    #[serde(default = "yes")]
+    pub huge_align: bool,
 }
 
 /// One mapping of `/proc/<pid>/smaps`, reduced to what the model needs.
@@ -457,6 +475,8 @@ mod tests {
                 legacy_va_layout: false,
                 overcommit_memory: 0,
                 thp: true,
+                exec_only_pkey: true,
+                cap_sys_rawio: true,
             },
             files: vec![FileInfo {
                 path: "/bin/true".into(),
@@ -464,6 +484,7 @@ mod tests {
                 read: true,
                 write: false,
                 noexec: false,
+                huge_align: true,
             }],
             events: vec![
                 Event::Brk {

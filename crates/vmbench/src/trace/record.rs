@@ -114,6 +114,29 @@ struct Recorder {
     waiting: HashMap<usize, VecDeque<Pid>>,
 }
 
+/// Whether the filesystem of a `/proc/<pid>/mountinfo` line places large
+/// file mappings with `thp_get_unmapped_area` (2 MiB-aligned).
+fn mount_huge_aligns(line: &str) -> bool {
+    line.split(" - ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .is_some_and(|fs| matches!(fs, "ext2" | "ext3" | "ext4" | "xfs" | "btrfs"))
+}
+
+/// [`mount_huge_aligns`] for the mount holding `path`: the mount whose
+/// mount point (field 5) is the longest prefix of the path.
+fn huge_align_fs(mountinfo: &str, path: &str) -> bool {
+    mountinfo
+        .lines()
+        .filter_map(|l| Some((l.split_whitespace().nth(4)?, l)))
+        .filter(|(mnt, _)| {
+            path.strip_prefix(mnt)
+                .is_some_and(|rest| *mnt == "/" || rest.is_empty() || rest.starts_with('/'))
+        })
+        .max_by_key(|(mnt, _)| mnt.len())
+        .is_none_or(|(_, l)| mount_huge_aligns(l))
+}
+
 fn read(path: &str) -> io::Result<String> {
     fs::read_to_string(path)
 }
@@ -176,6 +199,17 @@ impl Recorder {
             legacy_va_layout: sysctl("legacy_va_layout")? != 0,
             overcommit_memory: sysctl("overcommit_memory")? as u32,
             thp: std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists(),
+            exec_only_pkey: read("/proc/cpuinfo")
+                .unwrap_or_default()
+                .split_whitespace()
+                .any(|f| f == "ospke"),
+            // The traced command runs with this process's capabilities.
+            cap_sys_rawio: read("/proc/self/status")
+                .unwrap_or_default()
+                .lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+                .is_some_and(|caps| caps & (1 << 17) != 0),
         };
         let kernel = read("/proc/sys/kernel/osrelease")
             .map(|s| s.trim().to_string())
@@ -206,7 +240,8 @@ impl Recorder {
     }
 
     /// The file-table index of `path` opened with this mode.
-    fn file_id(&mut self, path: &str, size: u64, read: bool, write: bool, noexec: bool) -> usize {
+    fn file_id(&mut self, path: &str, size: u64, mode: (bool, bool, bool, bool)) -> usize {
+        let (read, write, noexec, huge_align) = mode;
         let key = (path.to_string(), read, write, noexec);
         if let Some(&id) = self.file_ids.get(&key) {
             return id;
@@ -217,6 +252,7 @@ impl Recorder {
             read,
             write,
             noexec,
+            huge_align,
         });
         let id = self.trace.files.len() - 1;
         self.file_ids.insert(key, id);
@@ -246,18 +282,23 @@ impl Recorder {
             1 => (false, true),
             _ => (true, true),
         };
-        let noexec = field("mnt_id:").is_some_and(|id| {
-            read(&format!("/proc/{pid}/mountinfo"))
-                .unwrap_or_default()
+        // The file's mount: its options (field 6) and, after the " - "
+        // separator, its filesystem type.
+        let mountinfo = read(&format!("/proc/{pid}/mountinfo")).unwrap_or_default();
+        let mount = field("mnt_id:").and_then(|id| {
+            mountinfo
                 .lines()
-                .any(|l| {
-                    let f: Vec<&str> = l.split_whitespace().collect();
-                    f.first() == Some(&id.as_str())
-                        && f.get(5)
-                            .is_some_and(|o| o.split(',').any(|o| o == "noexec"))
-                })
+                .find(|l| l.split_whitespace().next() == Some(id.as_str()))
+                .map(str::to_string)
         });
-        Some((self.file_id(&path, size, read_ok, write_ok, noexec), size))
+        let noexec = mount.as_deref().is_some_and(|l| {
+            l.split_whitespace()
+                .nth(5)
+                .is_some_and(|o| o.split(',').any(|o| o == "noexec"))
+        });
+        let huge_align = mount.as_deref().is_none_or(mount_huge_aligns);
+        let mode = (read_ok, write_ok, noexec, huge_align);
+        Some((self.file_id(&path, size, mode), size))
     }
 
     /// Record the map of a task that just exec'd (or started).
@@ -299,7 +340,11 @@ impl Recorder {
                 .map(|m| m.len())
                 .unwrap_or(e.maps.offset + (e.maps.end - e.maps.start));
             // The kernel opened the program and its interpreter read-only.
-            let id = self.file_id(name, size, true, false, false);
+            let huge_align = huge_align_fs(
+                &read(&format!("/proc/{pid}/mountinfo")).unwrap_or_default(),
+                name,
+            );
+            let id = self.file_id(name, size, (true, false, false, huge_align));
             if !files.contains(&id) {
                 files.push(id);
             }

@@ -71,6 +71,7 @@ pub fn replay(trace: &Trace, index: IndexKind) -> Outcome {
                 read: f.read,
                 write: f.write,
                 noexec: f.noexec,
+                huge_align: f.huge_align,
             };
             File::with_mode(f.path.clone(), f.size.0, mode)
         })
@@ -101,7 +102,13 @@ pub fn replay(trace: &Trace, index: IndexKind) -> Outcome {
                 ..
             } => {
                 let mut layout = Layout::x86_64(stack_rlimit.0);
-                layout.mmap_min_addr = trace.sysctl.mmap_min_addr.0;
+                // The kernel's effective minimum is the larger of the sysctl
+                // and CONFIG_LSM_MMAP_MIN_ADDR (65536 on Debian's kernels,
+                // the layout's default); the sysctl alone decides EPERM.
+                layout.dac_mmap_min_addr = trace.sysctl.mmap_min_addr.0;
+                layout.mmap_min_addr = layout.mmap_min_addr.max(trace.sysctl.mmap_min_addr.0);
+                layout.cap_sys_rawio = trace.sysctl.cap_sys_rawio;
+                layout.exec_only_pkey = trace.sysctl.exec_only_pkey;
                 layout.max_map_count = trace.sysctl.max_map_count as usize;
                 layout.bottom_up = trace.sysctl.legacy_va_layout;
                 layout.overcommit_never = trace.sysctl.overcommit_memory == 2;
