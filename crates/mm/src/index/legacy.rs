@@ -18,9 +18,8 @@ use std::sync::Arc;
 
 use maple::MapleTree;
 
-use super::VmaIndex;
+use super::{Trusted, VmaIndex};
 use crate::vma::Vma;
-use crate::Errno;
 
 mod rbtree;
 mod vmacache;
@@ -133,8 +132,7 @@ impl VmaIndex for LegacyIndex {
         }
     }
 
-    fn replace(&mut self, old: &[Arc<Vma>], new: &[Arc<Vma>]) -> Result<(), Errno> {
-        super::check_replace(self, old, new)?;
+    fn replace_trusted(&mut self, old: &[Arc<Vma>], new: &[Arc<Vma>], _: Trusted) {
         // Bump first: no slot filled before this change may survive it.
         self.seq += 1;
         for v in old {
@@ -150,7 +148,6 @@ impl VmaIndex for LegacyIndex {
         for v in new {
             self.tree.insert(Arc::clone(v));
         }
-        Ok(())
     }
 
     fn gap_highest(&self, low: u64, high: u64, len: u64) -> Option<u64> {

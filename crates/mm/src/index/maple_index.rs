@@ -4,9 +4,8 @@ use std::sync::Arc;
 
 use maple::MapleTree;
 
-use super::{check_replace, uncovered, VmaIndex};
+use super::{uncovered, Trusted, VmaIndex};
 use crate::vma::Vma;
-use crate::Errno;
 
 /// VMAs in a [`MapleTree`], written in RCU mode (copy-on-write, one
 /// release store per change) so that faults may search it with no lock.
@@ -76,18 +75,16 @@ impl VmaIndex for MapleIndex {
         );
     }
 
-    fn replace(&mut self, old: &[Arc<Vma>], new: &[Arc<Vma>]) -> Result<(), Errno> {
-        check_replace(self, old, new)?;
+    fn replace_trusted(&mut self, old: &[Arc<Vma>], new: &[Arc<Vma>], _: Trusted) {
         let mut w = self.tree.write();
         for v in new {
-            // Cannot fail: a VMA's range is never empty.
             w.store_range(v.start(), v.end() - 1, Arc::clone(v))
-                .map_err(|_| Errno::EINVAL)?;
+                .expect("the caller keeps replace's conditions");
         }
         for (s, e) in uncovered(old, new) {
-            w.erase_range(s, e - 1).map_err(|_| Errno::EINVAL)?;
+            w.erase_range(s, e - 1)
+                .expect("the caller keeps replace's conditions");
         }
-        Ok(())
     }
 
     fn gap_highest(&self, low: u64, high: u64, len: u64) -> Option<u64> {

@@ -68,7 +68,18 @@ pub trait VmaIndex: Send + Sync {
     /// `EINVAL`, with the index unchanged, if a VMA of `old` is not in the
     /// index with exactly its range, or `new` is unordered, overlaps itself
     /// or overlaps a VMA that stays.
-    fn replace(&mut self, old: &[Arc<Vma>], new: &[Arc<Vma>]) -> Result<(), Errno>;
+    fn replace(&mut self, old: &[Arc<Vma>], new: &[Arc<Vma>]) -> Result<(), Errno> {
+        check_replace(&*self, old, new)?;
+        self.replace_trusted(old, new, Trusted(()));
+        Ok(())
+    }
+
+    /// [`replace`](VmaIndex::replace) without the argument check, for
+    /// callers that keep its conditions themselves. Only this crate can
+    /// make the [`Trusted`] token, so only `Mm` (whose edits keep the
+    /// conditions by construction) skips the check; an implementation
+    /// must still do the whole change.
+    fn replace_trusted(&mut self, old: &[Arc<Vma>], new: &[Arc<Vma>], token: Trusted);
 
     /// The end of the highest free area of at least `len` bytes within
     /// `[low, high)`: the highest `e` such that `[e - len, e)` is free and
@@ -91,6 +102,10 @@ pub trait VmaIndex: Send + Sync {
     /// one.
     fn validate(&self) -> Result<(), String>;
 }
+
+/// Proof that the caller of [`VmaIndex::replace_trusted`] is this crate.
+#[derive(Debug)]
+pub struct Trusted(pub(crate) ());
 
 /// Which [`VmaIndex`] an address space uses.
 ///
@@ -174,8 +189,8 @@ pub(crate) fn uncovered(old: &[Arc<Vma>], new: &[Arc<Vma>]) -> Vec<(u64, u64)> {
 /// The argument check every [`VmaIndex::replace`] runs before it changes
 /// anything: `old` is present range for range, `new` is ordered and
 /// disjoint and overlaps nothing outside `old`.
-pub(crate) fn check_replace(
-    index: &dyn VmaIndex,
+pub(crate) fn check_replace<I: VmaIndex + ?Sized>(
+    index: &I,
     old: &[Arc<Vma>],
     new: &[Arc<Vma>],
 ) -> Result<(), Errno> {
