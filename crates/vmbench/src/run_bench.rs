@@ -29,7 +29,7 @@ use mm::IndexKind;
 use serde::Serialize;
 
 use crate::report::Record;
-use crate::tree_bench::BenchError;
+use crate::tree_bench::{parse_names, BenchError};
 use harness::{Measurement, Mode, Spec, Timing};
 use workload::Workload;
 
@@ -157,30 +157,6 @@ impl RunArgs {
             repeat,
         })
     }
-}
-
-/// Parses a list of names against `all`; duplicates are dropped.
-fn parse_names<T: Copy + PartialEq>(
-    names: &[String],
-    all: &[T],
-    name: fn(T) -> &'static str,
-    what: &str,
-) -> Result<Vec<T>, BenchError> {
-    let mut picked = Vec::new();
-    for raw in names {
-        let wanted = raw.trim();
-        let Some(&item) = all.iter().find(|&&item| name(item) == wanted) else {
-            let valid: Vec<&str> = all.iter().map(|&item| name(item)).collect();
-            return Err(BenchError(format!(
-                "unknown {what} '{wanted}' (valid: {})",
-                valid.join(", ")
-            )));
-        };
-        if !picked.contains(&item) {
-            picked.push(item);
-        }
-    }
-    Ok(picked)
 }
 
 /// Parses `--threads`: positive counts up to [`MAX_THREADS`].

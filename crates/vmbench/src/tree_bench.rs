@@ -208,7 +208,9 @@ pub fn parse_impls(names: &[String]) -> Result<Vec<Impl>, BenchError> {
     parse_names(names, &Impl::ALL, |imp| imp.name(), "impl")
 }
 
-fn parse_names<T: Copy + PartialEq>(
+/// Parses a list of names against `all`; duplicates are dropped. Shared
+/// by every subcommand that takes lists of names.
+pub(crate) fn parse_names<T: Copy + PartialEq>(
     names: &[String],
     all: &[T],
     name: fn(T) -> &'static str,
