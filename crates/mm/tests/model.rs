@@ -367,3 +367,91 @@ fn max_map_count_refuses_splits() {
     assert_eq!(mm.mprotect(a + PAGE, PAGE, Prot::NONE), Err(Errno::ENOMEM));
     assert_eq!(mm.maps(), before);
 }
+
+/// An operation with arbitrary arguments, to look for panics and overflow
+/// at the edges of the address space.
+#[derive(Debug, Clone)]
+enum Wild {
+    Mmap(u64, u64, u32, u32, u64),
+    Munmap(u64, u64),
+    Mprotect(u64, u64, u32),
+    Mremap(u64, u64, u64, u32, u64),
+    Brk(u64),
+    Fault(u64, u8),
+}
+
+fn edge() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        any::<u64>(),
+        Just(0u64),
+        Just(u64::MAX),
+        Just(u64::MAX - 4095),
+        Just(0x7fff_ffff_f000u64),
+        Just(0x7fff_ffff_e000u64),
+        (0u64..64).prop_map(|p| BASE + p * PAGE),
+        (0u64..64).prop_map(|p| p * PAGE),
+    ]
+}
+
+fn wild() -> impl Strategy<Value = Wild> {
+    prop_oneof![
+        (edge(), edge(), any::<u32>(), any::<u32>(), edge())
+            .prop_map(|(a, l, p, f, o)| Wild::Mmap(a, l, p, f, o)),
+        (edge(), edge()).prop_map(|(a, l)| Wild::Munmap(a, l)),
+        (edge(), edge(), any::<u32>()).prop_map(|(a, l, p)| Wild::Mprotect(a, l, p)),
+        (edge(), edge(), edge(), 0..16u32, edge())
+            .prop_map(|(a, o, n, f, t)| Wild::Mremap(a, o, n, f, t)),
+        edge().prop_map(Wild::Brk),
+        (edge(), 0..3u8).prop_map(|(a, k)| Wild::Fault(a, k)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("MM_PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(256),
+        ..ProptestConfig::default()
+    })]
+
+    /// No argument makes a call panic or leave an invalid map, and both
+    /// indexes answer alike.
+    #[test]
+    fn arbitrary_arguments_never_panic(ops in proptest::collection::vec(wild(), 1..40)) {
+        let file = mm::File::new("/tmp/wild", 1 << 20);
+        let spaces = [Mm::new(config(IndexKind::Maple, 64)), Mm::new(config(IndexKind::Legacy, 64))];
+        for mm in &spaces {
+            mm.set_brk_base(BASE + (1 << 30));
+        }
+        for op in &ops {
+            let results: Vec<Result<u64, Errno>> = spaces
+                .iter()
+                .map(|mm| match *op {
+                    Wild::Mmap(a, l, p, f, o) => mm.mmap(
+                        a,
+                        l,
+                        Prot::from_bits_retain(p),
+                        MapFlags::from_bits_retain(f),
+                        Some(&file),
+                        o,
+                    ),
+                    Wild::Munmap(a, l) => mm.munmap(a, l).map(|_| 0),
+                    Wild::Mprotect(a, l, p) => {
+                        mm.mprotect(a, l, Prot::from_bits_retain(p)).map(|_| 0)
+                    }
+                    Wild::Mremap(a, o, n, f, t) => {
+                        mm.mremap(a, o, n, MremapFlags::from_bits_retain(f), t)
+                    }
+                    Wild::Brk(a) => Ok(mm.brk(a)),
+                    Wild::Fault(a, k) => {
+                        let access = [Access::Read, Access::Write, Access::Exec][k as usize];
+                        mm.fault(a, access).map(|_| 0).map_err(|e| e.errno())
+                    }
+                })
+                .collect();
+            prop_assert_eq!(results[0], results[1], "indexes disagree on {:?}", op);
+            for mm in &spaces {
+                mm.validate().map_err(TestCaseError::fail)?;
+            }
+            prop_assert_eq!(shape(&spaces[0]), shape(&spaces[1]));
+        }
+    }
+}
