@@ -33,6 +33,8 @@
 //! assert_eq!(mm.map_count(), 1);
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod anon;
 mod errno;
 pub mod file;
