@@ -19,17 +19,31 @@ pub enum LockClass {
     MmapLock,
     /// The per-VMA lock the fault path takes instead of `mmap_lock`.
     VmaLock,
+    /// A file's reverse-map lock (`i_mmap_rwsem`), whichever i_mmap design
+    /// holds it: the one lock of `single`, or any group or top-level lock
+    /// of the split designs.
+    IMmap,
+    /// An anon_vma's lock (the root anon_vma's `rwsem`).
+    AnonVma,
 }
 
 impl LockClass {
     /// Every class, in report order.
-    pub const ALL: [LockClass; 2] = [LockClass::MmapLock, LockClass::VmaLock];
+    pub const ALL: [LockClass; 4] = [
+        LockClass::MmapLock,
+        LockClass::VmaLock,
+        LockClass::IMmap,
+        LockClass::AnonVma,
+    ];
 
-    /// The class name used in reports and JSON (`"mmap_lock"`, `"vma_lock"`).
+    /// The class name used in reports and JSON (`"mmap_lock"`, `"vma_lock"`,
+    /// `"i_mmap"`, `"anon_vma"`).
     pub fn name(self) -> &'static str {
         match self {
             LockClass::MmapLock => "mmap_lock",
             LockClass::VmaLock => "vma_lock",
+            LockClass::IMmap => "i_mmap",
+            LockClass::AnonVma => "anon_vma",
         }
     }
 }
