@@ -1,11 +1,16 @@
-//! `vmbench run`: will-it-scale style workloads on the address-space
-//! model (see [`workload`] for what each one does).
+//! `vmbench run`: will-it-scale style workloads, `execl` and `aim7-brk` on
+//! the address-space model (see [`workload`] for what each one does, and
+//! [`execl`] for the program `execl` runs).
 //!
 //! Every configuration (workload × mode × index × worker count) is run on
-//! fresh address spaces holding a resident population of other VMAs
-//! ([`resident`]), warmed up, then timed for `--duration`; the figure is
-//! operations per second summed over the workers, with the `mmap_lock` and
-//! per-VMA lock statistics of the timed interval beside it.
+//! a fresh fixture ([`harness::Fixture`]): address spaces holding a
+//! resident population of other VMAs ([`resident`]), for `execl` idle
+//! processes keeping libc's reverse map at `--resident-vmas`, for
+//! `aim7-brk` the parent the tasks fork from. It is warmed up, then timed
+//! for `--duration`; the figure is operations per second summed over the
+//! workers, with the statistics of every lock class of the timed interval
+//! beside it. With `--repeat N` the median run is reported, and the mean,
+//! standard deviation and range over the runs show its spread.
 //!
 //! The table's "cpu share" is the workers' time on a CPU over their wall
 //! time (from the scheduler's own accounting). It falls when workers sleep
@@ -14,6 +19,7 @@
 //! figure is only meaningful where the share stays near 100% for the
 //! lock-free workloads.
 
+pub mod execl;
 pub mod harness;
 pub mod resident;
 pub mod workload;
@@ -43,7 +49,12 @@ pub struct RunArgs {
     /// mmap1 (128 MiB anonymous mmap + munmap), malloc1 (the same plus a
     /// write fault on the first page: glibc's malloc/free of 128 MiB),
     /// mmap2 (128 MiB private file mapping), page_fault3 (shared file
-    /// mapping, one op per page write-faulted). [default: all]
+    /// mapping, one op per page write-faulted), execl (exec of a
+    /// dynamically linked program into a fresh address space, all workers
+    /// sharing the executable, ld.so and libc; one op per exec), aim7-brk
+    /// (tasks forked from one parent grow their heap by a page, write it,
+    /// shrink it). execl and aim7-brk run in processes mode only.
+    /// [default: all]
     #[arg(long, value_delimiter = ',')]
     pub workloads: Option<Vec<String>>,
 
@@ -72,7 +83,8 @@ pub struct RunArgs {
 
     /// Runs per configuration; the run with the median throughput is
     /// reported, which shields the figure from a run that other processes
-    /// disturbed. [default: 1]
+    /// disturbed, with the mean, standard deviation and range over the
+    /// runs beside it. [default: 1]
     #[arg(long)]
     pub repeat: Option<String>,
 
@@ -85,6 +97,12 @@ pub struct RunArgs {
     /// realistic size.
     #[arg(long, default_value_t = resident::DEFAULT_RESIDENT)]
     pub resident: usize,
+
+    /// execl: libc file VMAs (0 to 100000) held by idle processes through
+    /// the run, about five per process, so libc's reverse map has this
+    /// size. [default: 6000; 500 with --quick]
+    #[arg(long)]
+    pub resident_vmas: Option<String>,
 
     /// Print one JSON object per configuration on stdout instead of a
     /// table.
@@ -107,6 +125,8 @@ pub struct RunConfig {
     pub timing: Timing,
     /// Resident VMAs per address space.
     pub resident: usize,
+    /// `execl`: libc VMAs of the idle processes.
+    pub resident_vmas: usize,
     /// Runs per configuration (the median is reported).
     pub repeat: usize,
 }
@@ -123,6 +143,19 @@ impl RunArgs {
             Some(names) => parse_names(names, &Mode::ALL, Mode::name, "mode")?,
             None => Mode::ALL.to_vec(),
         };
+        // A processes-only workload the user named, with no processes
+        // mode to run it in, is a mistake; one that only came with the
+        // default list is skipped (with a note) when the runs start.
+        if self.workloads.is_some() && !modes.contains(&Mode::Processes) {
+            if let Some((w, why)) = workloads
+                .iter()
+                .find_map(|&w| w.processes_only().map(|why| (w, why)))
+            {
+                return Err(BenchError(format!(
+                    "--mode: {w} runs in processes mode only ({why}); add --mode processes"
+                )));
+            }
+        }
         let indexes = match &self.index {
             Some(names) => parse_names(names, &IndexKind::ALL, IndexKind::name, "index")?,
             None => IndexKind::ALL.to_vec(),
@@ -147,6 +180,19 @@ impl RunArgs {
                 }
             },
         };
+        let resident_vmas = match self.resident_vmas.as_deref().map(str::trim) {
+            None if self.quick => execl::QUICK_RESIDENT_VMAS,
+            None => execl::DEFAULT_RESIDENT_VMAS,
+            Some(text) => match text.parse::<usize>() {
+                Ok(n) if n <= execl::MAX_RESIDENT_VMAS => n,
+                _ => {
+                    return Err(BenchError(format!(
+                        "--resident-vmas: '{text}' is not a VMA count (0 to {})",
+                        execl::MAX_RESIDENT_VMAS
+                    )))
+                }
+            },
+        };
         Ok(RunConfig {
             workloads,
             modes,
@@ -154,6 +200,7 @@ impl RunArgs {
             threads,
             timing,
             resident: self.resident,
+            resident_vmas,
             repeat,
         })
     }
@@ -203,11 +250,12 @@ fn seconds(flag: &str, secs: f64, zero_ok: bool) -> Result<Duration, BenchError>
 }
 
 /// One JSON line: the fields of `vmbench tree`'s lines (`impl` is the
-/// index, `op` the workload, `n` the resident VMAs per address space,
-/// `value` ops/s), then the mode, the operations counted and the timed
-/// seconds, the workers' scheduler times (`null` where unknown), how many
-/// runs the median was taken over, and the lock statistics of the timed
-/// interval per class.
+/// index, `op` the workload, `n` the size of the population it works
+/// against, see [`Spec::population`], `value` ops/s), then the mode, the
+/// operations counted and the timed seconds, the workers' scheduler times
+/// (`null` where unknown), how many runs the median was taken over and
+/// their spread, and the lock statistics of the timed interval per class
+/// (every class of [`LockClass::ALL`]).
 #[derive(Debug, Serialize)]
 struct RunLine {
     #[serde(flatten)]
@@ -217,7 +265,45 @@ struct RunLine {
     seconds: f64,
     cpu: Option<CpuLine>,
     repeat: usize,
+    runs: Spread,
     locks: BTreeMap<&'static str, LockLine>,
+}
+
+/// Throughput (ops/s) over the runs of one configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+struct Spread {
+    mean: f64,
+    /// Sample standard deviation (0 for a single run).
+    stddev: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Spread {
+    /// The spread of `values`; all zero for none.
+    fn of(values: &[f64]) -> Spread {
+        let n = values.len() as f64;
+        if values.is_empty() {
+            return Spread {
+                mean: 0.0,
+                stddev: 0.0,
+                min: 0.0,
+                max: 0.0,
+            };
+        }
+        let mean = values.iter().sum::<f64>() / n;
+        let var = if values.len() > 1 {
+            values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)
+        } else {
+            0.0
+        };
+        Spread {
+            mean,
+            stddev: var.sqrt(),
+            min: values.iter().copied().fold(f64::INFINITY, f64::min),
+            max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        }
+    }
 }
 
 /// The workers' scheduler times in the timed interval, summed.
@@ -244,8 +330,10 @@ struct LockLine {
 /// A finished configuration.
 struct Row {
     spec: Spec,
+    /// The median run.
     m: Measurement,
     repeat: usize,
+    spread: Spread,
 }
 
 impl Row {
@@ -268,7 +356,7 @@ impl Row {
             record: Record {
                 imp: self.spec.index.name(),
                 op: self.spec.workload.name(),
-                n: self.spec.resident,
+                n: self.spec.population(),
                 threads: self.spec.threads,
                 value: self.m.ops_per_sec(),
                 unit: "ops/s",
@@ -282,6 +370,7 @@ impl Row {
                 share: self.m.cpu_share(self.spec.threads).unwrap_or(0.0),
             }),
             repeat: self.repeat,
+            runs: self.spread,
             locks,
         }
     }
@@ -307,6 +396,10 @@ pub fn main(args: &RunArgs) -> Result<(), BenchError> {
     let mut rows = Vec::new();
     for &workload in &config.workloads {
         for &mode in &config.modes {
+            if let (Mode::Threads, Some(why)) = (mode, workload.processes_only()) {
+                eprintln!("vmbench run: skipping {workload} in threads mode: {why}");
+                continue;
+            }
             for &index in &config.indexes {
                 for &threads in &config.threads {
                     let spec = Spec {
@@ -315,12 +408,14 @@ pub fn main(args: &RunArgs) -> Result<(), BenchError> {
                         index,
                         threads,
                         resident: config.resident,
+                        resident_vmas: config.resident_vmas,
                     };
-                    let m = measure_median(&spec, &config)?;
+                    let (m, spread) = measure_median(&spec, &config)?;
                     let row = Row {
                         spec,
                         m,
                         repeat: config.repeat,
+                        spread,
                     };
                     eprintln!(
                         "vmbench run: {workload} {} {index} x{threads}: {:.0} ops/s (cpu share {})",
@@ -346,8 +441,9 @@ pub fn main(args: &RunArgs) -> Result<(), BenchError> {
 }
 
 /// Runs `spec` `config.repeat` times and keeps the run with the median
-/// throughput (the upper middle one for an even count).
-fn measure_median(spec: &Spec, config: &RunConfig) -> Result<Measurement, BenchError> {
+/// throughput (the upper middle one for an even count), with the spread
+/// of all runs' throughput.
+fn measure_median(spec: &Spec, config: &RunConfig) -> Result<(Measurement, Spread), BenchError> {
     let mut runs = Vec::with_capacity(config.repeat);
     for _ in 0..config.repeat {
         let m = harness::measure(spec, &config.timing).map_err(|e| {
@@ -361,8 +457,10 @@ fn measure_median(spec: &Spec, config: &RunConfig) -> Result<Measurement, BenchE
         })?;
         runs.push(m);
     }
+    let rates: Vec<f64> = runs.iter().map(Measurement::ops_per_sec).collect();
     runs.sort_by(|a, b| a.ops_per_sec().total_cmp(&b.ops_per_sec()));
-    Ok(runs.swap_remove(runs.len() / 2))
+    let median = runs.swap_remove(runs.len() / 2);
+    Ok((median, Spread::of(&rates)))
 }
 
 fn format_share(share: Option<f64>) -> String {
@@ -370,22 +468,26 @@ fn format_share(share: Option<f64>) -> String {
 }
 
 /// One row per configuration, with throughput relative to the same
-/// configuration's smallest worker count and the locks taken per op.
+/// configuration's smallest worker count, the spread over runs, the
+/// acquisitions per op of every lock class, and which classes had to wait.
 fn render_table(rows: &[Row]) -> String {
     let mut table = Table::new();
     table.load_preset(UTF8_FULL_CONDENSED);
-    table.set_header(vec![
+    let mut header: Vec<String> = [
         "workload",
         "mode",
         "index",
         "threads",
         "ops/s",
         "vs fewest threads",
-        "mmap_lock/op",
-        "vma_lock/op",
-        "mmap_lock contended",
-        "cpu share",
-    ]);
+        "runs: mean ± sd",
+    ]
+    .map(String::from)
+    .to_vec();
+    header.extend(LockClass::ALL.iter().map(|c| format!("{}/op", c.name())));
+    header.push("contended".to_string());
+    header.push("cpu share".to_string());
+    table.set_header(header);
     for row in rows {
         let s = &row.spec;
         let base = rows
@@ -399,24 +501,44 @@ fn render_table(rows: &[Row]) -> String {
             || "-".to_string(),
             |b| format!("{:.2}x", row.m.ops_per_sec() / b.m.ops_per_sec()),
         );
-        let mmap = row.m.locks.class(LockClass::MmapLock);
-        table.add_row(vec![
+        let spread = if row.repeat > 1 {
+            format!("{:.0} ± {:.0}", row.spread.mean, row.spread.stddev)
+        } else {
+            "-".to_string()
+        };
+        let mut cells = vec![
             s.workload.name().to_string(),
             s.mode.name().to_string(),
             s.index.name().to_string(),
             s.threads.to_string(),
             format!("{:.0}", row.m.ops_per_sec()),
             scaling,
-            format_per_op(row.per_op(LockClass::MmapLock)),
-            format_per_op(row.per_op(LockClass::VmaLock)),
-            format!("{} of {}", mmap.contended, mmap.acquisitions),
-            format_share(row.m.cpu_share(s.threads)),
-        ]);
+            spread,
+        ];
+        cells.extend(LockClass::ALL.iter().map(|&c| format_per_op(row.per_op(c))));
+        cells.push(format_contended(&row.m));
+        cells.push(format_share(row.m.cpu_share(s.threads)));
+        table.add_row(cells);
     }
     for column in table.column_iter_mut().skip(3) {
         column.set_cell_alignment(CellAlignment::Right);
     }
     table.to_string()
+}
+
+/// The classes that had to wait, as `class waits/acquisitions`, or `0`.
+fn format_contended(m: &Measurement) -> String {
+    let parts: Vec<String> = m
+        .locks
+        .iter()
+        .filter(|(_, s)| s.contended > 0)
+        .map(|(c, s)| format!("{} {}/{}", c.name(), s.contended, s.acquisitions))
+        .collect();
+    if parts.is_empty() {
+        "0".to_string()
+    } else {
+        parts.join(", ")
+    }
 }
 
 /// Small per-op figures (page_fault3's map/unmap share) need more digits

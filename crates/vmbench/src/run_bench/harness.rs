@@ -1,5 +1,6 @@
-//! Running one configuration: build the address spaces, start the
-//! workers, warm up, time, and collect operations and lock statistics.
+//! Running one configuration: build its fixture ([`Fixture::build`]),
+//! start the workers, warm up, time, and collect operations and lock
+//! statistics.
 //!
 //! Workers and the controlling thread move through the phases together
 //! at barriers: set-up, warm-up, a pause, the timed interval, a pause,
@@ -14,10 +15,14 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use mm::lockstat::{self, LockStats};
-use mm::{IndexKind, Mm, MmConfig};
+use mm::{Access, IndexKind, Mm, MmConfig, PAGE_SIZE};
 
+use super::execl::{Process, Program};
 use super::resident;
 use super::workload::{Job, Workload, HEAP_BASE};
+
+/// Pages of heap the `aim7-brk` parent has, written, before it forks.
+pub const AIM7_PARENT_HEAP_PAGES: u64 = 4;
 
 /// How workers share address spaces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -52,8 +57,23 @@ pub struct Spec {
     pub index: IndexKind,
     /// Number of workers.
     pub threads: usize,
-    /// Resident VMAs mapped into each address space before starting.
+    /// Resident VMAs mapped into each address space before starting
+    /// (for `aim7-brk`, into the parent its tasks fork from).
     pub resident: usize,
+    /// `execl`: libc file VMAs held by idle processes through the run.
+    pub resident_vmas: usize,
+}
+
+impl Spec {
+    /// The size of the structure the workload stresses, reported as `n`:
+    /// libc's resident VMAs for `execl`, the VMAs resident in each
+    /// address space otherwise.
+    pub fn population(&self) -> usize {
+        match self.workload {
+            Workload::Execl => self.resident_vmas,
+            _ => self.resident,
+        }
+    }
 }
 
 /// How long to run.
@@ -172,27 +192,135 @@ impl Control {
     }
 }
 
+/// Everything a configuration's workers run on, built from its [`Spec`]
+/// before the clock starts and kept alive until the workers are done.
+///
+/// Each dimension of a run is a `Spec` field that this one constructor
+/// reads; a new dimension is a new field here and a flag in `vmbench run`.
+#[derive(Debug)]
+pub struct Fixture {
+    spec: Spec,
+    /// The address spaces workers make calls on: one per worker in
+    /// processes mode, one shared in threads mode (none for `execl`).
+    spaces: Vec<Mm>,
+    /// `aim7-brk`: the parent every task was forked from. It lives as
+    /// long as its tasks, so their heaps keep its anon_vma as their root.
+    parent: Option<Mm>,
+    /// `execl`: the program and the files every exec shares.
+    program: Option<Program>,
+    /// `execl`: idle processes holding `resident_vmas` libc VMAs.
+    idle: Vec<Process>,
+}
+
+impl Fixture {
+    /// Builds the fixture of `spec`. Errors name what could not be set
+    /// up, including a workload asked for in a mode it has not.
+    pub fn build(spec: &Spec) -> Result<Fixture, String> {
+        if let (Mode::Threads, Some(why)) = (spec.mode, spec.workload.processes_only()) {
+            return Err(format!(
+                "{} runs in processes mode only: {why}",
+                spec.workload
+            ));
+        }
+        let mut fixture = Fixture {
+            spec: *spec,
+            spaces: Vec::new(),
+            parent: None,
+            program: None,
+            idle: Vec::new(),
+        };
+        match spec.workload {
+            Workload::Execl => {
+                let program = Program::new(spec.index);
+                fixture.idle = program.idle_population(spec.resident_vmas)?;
+                fixture.program = Some(program);
+            }
+            Workload::Aim7Brk => {
+                let parent = build_mm(spec)?;
+                let top = HEAP_BASE + AIM7_PARENT_HEAP_PAGES * PAGE_SIZE;
+                if parent.brk(top) != top {
+                    return Err("aim7-brk: the parent's brk was refused".to_string());
+                }
+                for page in 0..AIM7_PARENT_HEAP_PAGES {
+                    let addr = HEAP_BASE + page * PAGE_SIZE;
+                    parent
+                        .fault(addr, Access::Write)
+                        .map_err(|e| format!("aim7-brk: parent's heap fault failed: {e}"))?;
+                }
+                fixture.spaces = (0..spec.threads).map(|_| parent.fork()).collect();
+                fixture.parent = Some(parent);
+            }
+            _ => {
+                let spaces = match spec.mode {
+                    Mode::Processes => spec.threads,
+                    Mode::Threads => 1,
+                };
+                fixture.spaces = (0..spaces)
+                    .map(|_| build_mm(spec))
+                    .collect::<Result<_, _>>()?;
+            }
+        }
+        Ok(fixture)
+    }
+
+    /// The job of worker `id` (0 to `threads - 1`).
+    pub fn job(&self, id: usize) -> Result<Job<'_>, String> {
+        if let Some(program) = &self.program {
+            return Ok(Job::exec(program, id));
+        }
+        if self.spaces.is_empty() {
+            return Err(format!(
+                "{}: no address space to run on",
+                self.spec.workload
+            ));
+        }
+        let mm = &self.spaces[id % self.spaces.len()];
+        Ok(Job::new(mm, self.spec.workload, id, mm.brk_value()))
+    }
+
+    /// The address spaces workers make calls on.
+    #[cfg(test)]
+    pub fn spaces(&self) -> &[Mm] {
+        &self.spaces
+    }
+
+    /// `aim7-brk`'s parent.
+    #[cfg(test)]
+    pub fn parent(&self) -> Option<&Mm> {
+        self.parent.as_ref()
+    }
+
+    /// `execl`'s program.
+    #[cfg(test)]
+    pub fn program(&self) -> Option<&Program> {
+        self.program.as_ref()
+    }
+
+    /// `execl`'s idle processes.
+    #[cfg(test)]
+    pub fn idle(&self) -> &[Process] {
+        &self.idle
+    }
+}
+
 /// Measures one configuration. Errors name the worker and the call that
 /// failed.
 pub fn measure(spec: &Spec, timing: &Timing) -> Result<Measurement, String> {
-    let spaces = match spec.mode {
-        Mode::Processes => spec.threads,
-        Mode::Threads => 1,
-    };
-    let mms = (0..spaces)
-        .map(|_| build_mm(spec))
-        .collect::<Result<Vec<Mm>, String>>()?;
+    let fixture = Fixture::build(spec)?;
+    let jobs = (0..spec.threads)
+        .map(|id| fixture.job(id))
+        .collect::<Result<Vec<_>, String>>()?;
     let ctl = Control {
         barrier: Barrier::new(spec.threads + 1),
         stop: Padded(AtomicBool::new(false)),
         failed: Padded(AtomicBool::new(false)),
     };
     thread::scope(|s| {
-        let workers: Vec<_> = (0..spec.threads)
-            .map(|id| {
-                let mm = &mms[id % spaces];
+        let workers: Vec<_> = jobs
+            .into_iter()
+            .map(|job| {
                 let ctl = &ctl;
-                s.spawn(move || worker(ctl, Job::new(mm, spec.workload, id)))
+                s.spawn(move || worker(ctl, job))
             })
             .collect();
         let (elapsed, locks) = control(&ctl, timing);
@@ -328,6 +456,7 @@ mod tests {
             index: IndexKind::Maple,
             threads: 2,
             resident: 50,
+            resident_vmas: 0,
         };
         let timing = Timing {
             warmup: Duration::from_millis(5),
@@ -338,5 +467,64 @@ mod tests {
         assert!(m.ops_per_sec() > 0.0);
         let vma = m.locks.class(LockClass::VmaLock).acquisitions;
         assert!(vma >= m.ops, "{vma} vma_lock for {} ops", m.ops);
+    }
+
+    fn spec(workload: Workload, mode: Mode, threads: usize) -> Spec {
+        Spec {
+            workload,
+            mode,
+            index: IndexKind::Maple,
+            threads,
+            resident: 20,
+            resident_vmas: 37,
+        }
+    }
+
+    #[test]
+    fn execl_fixture_holds_the_requested_libc_vmas() {
+        let f = Fixture::build(&spec(Workload::Execl, Mode::Processes, 2)).unwrap();
+        let program = f.program().unwrap();
+        let libc: usize = f.idle().iter().map(|p| program.libc_vmas(p.mm())).sum();
+        assert_eq!(libc, 37);
+        assert!(f.spaces().is_empty());
+        // Workers exec their own processes on the shared program.
+        let mut job = f.job(1).unwrap();
+        assert_eq!(job.step().unwrap(), 1);
+        job.finish().unwrap();
+    }
+
+    #[test]
+    fn aim7_fixture_forks_every_task_from_one_live_parent() {
+        let f = Fixture::build(&spec(Workload::Aim7Brk, Mode::Processes, 3)).unwrap();
+        let parent = f.parent().unwrap();
+        let heap_top = HEAP_BASE + AIM7_PARENT_HEAP_PAGES * PAGE_SIZE;
+        assert_eq!(parent.brk_value(), heap_top);
+        assert!(parent.find_vma(HEAP_BASE).unwrap().anon().is_some());
+        assert_eq!(f.spaces().len(), 3);
+        for task in f.spaces() {
+            assert_eq!(task.maps(), parent.maps());
+            let heap = task.find_vma(HEAP_BASE).unwrap();
+            assert!(heap.anon().is_some_and(|a| a.inherited));
+        }
+        let mut job = f.job(2).unwrap();
+        assert_eq!(job.step().unwrap(), 1);
+        assert_eq!(f.spaces()[2].brk_value(), heap_top);
+    }
+
+    #[test]
+    fn processes_only_workloads_refuse_threads_mode() {
+        for w in [Workload::Execl, Workload::Aim7Brk] {
+            let err = Fixture::build(&spec(w, Mode::Threads, 1)).unwrap_err();
+            assert!(err.contains("processes mode only"), "{err}");
+        }
+    }
+
+    #[test]
+    fn threads_mode_shares_one_space_with_the_resident_population() {
+        let f = Fixture::build(&spec(Workload::Brk1, Mode::Threads, 4)).unwrap();
+        assert_eq!(f.spaces().len(), 1);
+        assert_eq!(f.spaces()[0].map_count(), 20);
+        let f = Fixture::build(&spec(Workload::Mmap1, Mode::Processes, 2)).unwrap();
+        assert_eq!(f.spaces().len(), 2);
     }
 }

@@ -1,7 +1,9 @@
-//! The will-it-scale workloads and what one worker does for each.
+//! The workloads and what one worker does for each: will-it-scale's,
+//! `execl` (the program model is in [`super::execl`]) and `aim7-brk`.
 //!
 //! Each workload is a loop of [`Job::step`] calls; a step returns how many
-//! operations it completed, in will-it-scale's unit for that workload.
+//! operations it completed, in will-it-scale's unit for that workload
+//! (one exec for `execl`, one grow plus shrink for `aim7-brk`).
 //! Every system call's result is checked: a failed `mmap`, `munmap`, `brk`
 //! or fault is a bug in the model, so the worker stops with an error that
 //! names the call instead of counting it.
@@ -10,6 +12,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use mm::{Access, File, MapFlags, Mm, Prot, PAGE_SIZE};
+
+use super::execl::{Process, Program};
 
 /// Size of the mappings of `mmap1`, `malloc1`, `mmap2` and `page_fault3`
 /// (will-it-scale's `MEMSIZE`).
@@ -38,16 +42,27 @@ pub enum Workload {
     /// Shared writable mapping of a 128 MiB file, a write fault on every
     /// page, `munmap`. One op is one page fault, as will-it-scale counts.
     PageFault3,
+    /// Exec a dynamically linked program into a fresh address space, over
+    /// and over; all workers map the same executable and libraries. One
+    /// op is one exec. Processes mode only.
+    Execl,
+    /// AIM7's brk test: tasks forked from one parent (which stays alive,
+    /// so they share its anon_vmas) grow their inherited heap by a page,
+    /// write it, and shrink it back. One op is one grow plus one shrink.
+    /// Processes mode only.
+    Aim7Brk,
 }
 
 impl Workload {
     /// Every workload, in report order.
-    pub const ALL: [Workload; 5] = [
+    pub const ALL: [Workload; 7] = [
         Workload::Brk1,
         Workload::Mmap1,
         Workload::Malloc1,
         Workload::Mmap2,
         Workload::PageFault3,
+        Workload::Execl,
+        Workload::Aim7Brk,
     ];
 
     /// The name used on the command line and in reports.
@@ -58,6 +73,17 @@ impl Workload {
             Workload::Malloc1 => "malloc1",
             Workload::Mmap2 => "mmap2",
             Workload::PageFault3 => "page_fault3",
+            Workload::Execl => "execl",
+            Workload::Aim7Brk => "aim7-brk",
+        }
+    }
+
+    /// Why the workload has no threads mode, if it has none.
+    pub fn processes_only(self) -> Option<&'static str> {
+        match self {
+            Workload::Execl => Some("exec replaces the whole address space"),
+            Workload::Aim7Brk => Some("its tasks are forked processes"),
+            _ => None,
         }
     }
 }
@@ -68,10 +94,31 @@ impl fmt::Display for Workload {
     }
 }
 
-/// One worker's state for one workload on one address space.
+/// One worker's state for one workload.
 pub struct Job<'a> {
-    mm: &'a Mm,
     workload: Workload,
+    /// Names the worker in error messages.
+    who: String,
+    target: Target<'a>,
+}
+
+/// What a worker works on.
+enum Target<'a> {
+    /// System calls on an address space that outlives the job.
+    Space(Space<'a>),
+    /// `execl`: processes the job execs, one after the other.
+    Exec {
+        program: &'a Program,
+        /// The process the last exec built, replaced by the next one.
+        current: Option<Process>,
+    },
+}
+
+/// The state of a worker that makes calls on one address space.
+struct Space<'a> {
+    mm: &'a Mm,
+    /// The break the `brk` workloads grow from and shrink back to.
+    heap: u64,
     /// The worker's own file (`mmap2`, `page_fault3`): will-it-scale opens
     /// a temporary file per task, so workers share no file.
     file: Option<Arc<File>>,
@@ -79,111 +126,150 @@ pub struct Job<'a> {
     mapped: Option<u64>,
     /// `page_fault3`: the next page of `mapped` to fault.
     next_page: u64,
-    /// Names the worker in error messages.
-    who: String,
 }
 
 impl<'a> Job<'a> {
-    /// A job for worker `id` of `workload` on `mm`.
-    pub fn new(mm: &'a Mm, workload: Workload, id: usize) -> Job<'a> {
+    /// A job for worker `id` of `workload` on `mm`, whose break is at
+    /// `heap` (where the `brk` workloads start). For `execl`, see
+    /// [`Job::exec`].
+    pub fn new(mm: &'a Mm, workload: Workload, id: usize, heap: u64) -> Job<'a> {
         let file = matches!(workload, Workload::Mmap2 | Workload::PageFault3)
             .then(|| File::new(format!("/tmp/willitscale.{id}"), MEMSIZE));
         Job {
-            mm,
             workload,
-            file,
-            mapped: None,
-            next_page: 0,
             who: format!("{workload} worker {id}"),
+            target: Target::Space(Space {
+                mm,
+                heap,
+                file,
+                mapped: None,
+                next_page: 0,
+            }),
+        }
+    }
+
+    /// An `execl` job for worker `id`, running `program`.
+    pub fn exec(program: &'a Program, id: usize) -> Job<'a> {
+        Job {
+            workload: Workload::Execl,
+            who: format!("{} worker {id}", Workload::Execl),
+            target: Target::Exec {
+                program,
+                current: None,
+            },
         }
     }
 
     /// Does the next unit of work and returns how many operations it
     /// completed (0 when it only mapped `page_fault3`'s next region).
     pub fn step(&mut self) -> Result<u64, String> {
-        match self.workload {
-            Workload::Brk1 => {
-                // Every worker of a threads-mode run moves the one shared
-                // break between the same two values, as will-it-scale's
-                // threads do; both calls succeed whatever the interleaving.
-                let grown = self.mm.brk(HEAP_BASE + PAGE_SIZE);
-                if grown != HEAP_BASE + PAGE_SIZE {
-                    return Err(format!("{}: brk grow refused (break {grown:#x})", self.who));
+        let who = &self.who;
+        match &mut self.target {
+            Target::Exec { program, current } => {
+                let next = program
+                    .exec(current.take())
+                    .map_err(|e| format!("{who}: {e}"))?;
+                *current = Some(next);
+                Ok(1)
+            }
+            Target::Space(space) => space.step(self.workload, who),
+        }
+    }
+
+    /// Undoes what a stopped step sequence left behind: unmaps
+    /// `page_fault3`'s region, ends `execl`'s last process.
+    pub fn finish(&mut self) -> Result<(), String> {
+        match &mut self.target {
+            Target::Exec { current, .. } => {
+                if let Some(p) = current.take() {
+                    p.exit();
                 }
-                let shrunk = self.mm.brk(HEAP_BASE);
-                if shrunk != HEAP_BASE {
-                    return Err(format!(
-                        "{}: brk shrink refused (break {shrunk:#x})",
-                        self.who
-                    ));
+                Ok(())
+            }
+            Target::Space(space) => match space.mapped.take() {
+                Some(a) => space.unmap(a, &self.who),
+                None => Ok(()),
+            },
+        }
+    }
+}
+
+impl Space<'_> {
+    fn step(&mut self, workload: Workload, who: &str) -> Result<u64, String> {
+        match workload {
+            Workload::Brk1 | Workload::Aim7Brk => {
+                // Every worker of a threads-mode brk1 run moves the one
+                // shared break between the same two values, as
+                // will-it-scale's threads do; both calls succeed whatever
+                // the interleaving.
+                let top = self.heap + PAGE_SIZE;
+                let grown = self.mm.brk(top);
+                if grown != top {
+                    return Err(format!("{who}: brk grow refused (break {grown:#x})"));
+                }
+                if workload == Workload::Aim7Brk {
+                    self.fault(self.heap, who)?;
+                }
+                let shrunk = self.mm.brk(self.heap);
+                if shrunk != self.heap {
+                    return Err(format!("{who}: brk shrink refused (break {shrunk:#x})"));
                 }
                 Ok(1)
             }
             Workload::Mmap1 => {
-                let a = self.map(
-                    Prot::READ | Prot::WRITE,
-                    MapFlags::PRIVATE | MapFlags::ANONYMOUS,
-                )?;
-                self.unmap(a)?;
+                let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+                let a = self.map(Prot::READ | Prot::WRITE, anon, who)?;
+                self.unmap(a, who)?;
                 Ok(1)
             }
             Workload::Malloc1 => {
-                let a = self.map(
-                    Prot::READ | Prot::WRITE,
-                    MapFlags::PRIVATE | MapFlags::ANONYMOUS,
-                )?;
-                self.fault(a)?;
-                self.unmap(a)?;
+                let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+                let a = self.map(Prot::READ | Prot::WRITE, anon, who)?;
+                self.fault(a, who)?;
+                self.unmap(a, who)?;
                 Ok(1)
             }
             Workload::Mmap2 => {
-                let a = self.map(Prot::READ | Prot::WRITE, MapFlags::PRIVATE)?;
-                self.unmap(a)?;
+                let a = self.map(Prot::READ | Prot::WRITE, MapFlags::PRIVATE, who)?;
+                self.unmap(a, who)?;
                 Ok(1)
             }
             Workload::PageFault3 => {
                 let Some(a) = self.mapped else {
-                    self.mapped = Some(self.map(Prot::READ | Prot::WRITE, MapFlags::SHARED)?);
+                    let shared = MapFlags::SHARED;
+                    self.mapped = Some(self.map(Prot::READ | Prot::WRITE, shared, who)?);
                     self.next_page = 0;
                     return Ok(0);
                 };
-                self.fault(a + self.next_page * PAGE_SIZE)?;
+                self.fault(a + self.next_page * PAGE_SIZE, who)?;
                 self.next_page += 1;
                 if self.next_page == MEMSIZE / PAGE_SIZE {
                     self.mapped = None;
-                    self.unmap(a)?;
+                    self.unmap(a, who)?;
                 }
                 Ok(1)
             }
+            Workload::Execl => Err(format!("{who}: execl needs an exec job")),
         }
     }
 
-    /// Unmaps what a stopped `page_fault3` step sequence left mapped, so
-    /// the address space ends as it began.
-    pub fn finish(&mut self) -> Result<(), String> {
-        match self.mapped.take() {
-            Some(a) => self.unmap(a),
-            None => Ok(()),
-        }
-    }
-
-    fn map(&self, prot: Prot, flags: MapFlags) -> Result<u64, String> {
+    fn map(&self, prot: Prot, flags: MapFlags, who: &str) -> Result<u64, String> {
         self.mm
             .mmap(0, MEMSIZE, prot, flags, self.file.as_ref(), 0)
-            .map_err(|e| format!("{}: mmap of 128 MiB failed: {e}", self.who))
+            .map_err(|e| format!("{who}: mmap of 128 MiB failed: {e}"))
     }
 
-    fn unmap(&self, addr: u64) -> Result<(), String> {
+    fn unmap(&self, addr: u64, who: &str) -> Result<(), String> {
         self.mm
             .munmap(addr, MEMSIZE)
-            .map_err(|e| format!("{}: munmap at {addr:#x} failed: {e}", self.who))
+            .map_err(|e| format!("{who}: munmap at {addr:#x} failed: {e}"))
     }
 
-    fn fault(&self, addr: u64) -> Result<(), String> {
+    fn fault(&self, addr: u64, who: &str) -> Result<(), String> {
         self.mm
             .fault(addr, Access::Write)
             .map(drop)
-            .map_err(|e| format!("{}: write fault at {addr:#x} failed: {e}", self.who))
+            .map_err(|e| format!("{who}: write fault at {addr:#x} failed: {e}"))
     }
 }
 
@@ -194,10 +280,10 @@ mod tests {
 
     #[test]
     fn every_workload_leaves_the_map_as_it_found_it() {
-        for w in Workload::ALL {
+        for w in Workload::ALL.into_iter().filter(|&w| w != Workload::Execl) {
             let mm = Mm::new(MmConfig::default());
             mm.set_brk_base(HEAP_BASE);
-            let mut job = Job::new(&mm, w, 0);
+            let mut job = Job::new(&mm, w, 0, HEAP_BASE);
             let mut ops = 0;
             for _ in 0..10 {
                 ops += job.step().unwrap();
@@ -212,11 +298,68 @@ mod tests {
     #[test]
     fn page_fault3_counts_one_op_per_page() {
         let mm = Mm::new(MmConfig::default());
-        let mut job = Job::new(&mm, Workload::PageFault3, 0);
+        let mut job = Job::new(&mm, Workload::PageFault3, 0, HEAP_BASE);
         let pages = MEMSIZE / PAGE_SIZE;
         // One mapping step, then one step per page; the last one unmaps.
         let ops: u64 = (0..=pages).map(|_| job.step().unwrap()).sum();
         assert_eq!(ops, pages);
         assert_eq!(mm.map_count(), 0);
+    }
+
+    #[test]
+    fn execl_on_an_address_space_is_an_error_not_a_panic() {
+        let mm = Mm::new(MmConfig::default());
+        let mut job = Job::new(&mm, Workload::Execl, 3, HEAP_BASE);
+        let err = job.step().unwrap_err();
+        assert!(err.contains("execl worker 3"), "{err}");
+        assert_eq!(mm.map_count(), 0);
+    }
+
+    #[test]
+    fn execl_job_replaces_its_process_each_step() {
+        use super::super::execl::Program;
+        let program = Program::new(mm::IndexKind::Maple);
+        let mut job = Job::exec(&program, 0);
+        for _ in 0..3 {
+            assert_eq!(job.step().unwrap(), 1);
+        }
+        // One live process: the others were torn down by the next exec.
+        let Target::Exec { current, .. } = &job.target else {
+            panic!("not an exec job");
+        };
+        let p = current.as_ref().unwrap();
+        assert_eq!(program.libc_vmas(p.mm()), 5);
+        job.finish().unwrap();
+        let Target::Exec { current, .. } = &job.target else {
+            panic!("not an exec job");
+        };
+        assert!(current.is_none());
+    }
+
+    #[test]
+    fn aim7_brk_moves_only_the_end_of_the_inherited_heap() {
+        let parent = Mm::new(MmConfig::default());
+        parent.set_brk_base(HEAP_BASE);
+        let top = HEAP_BASE + 4 * PAGE_SIZE;
+        assert_eq!(parent.brk(top), top);
+        parent.fault(HEAP_BASE, Access::Write).unwrap();
+        let child = parent.fork();
+        let anon_id = |mm: &Mm| {
+            mm.find_vma(HEAP_BASE)
+                .and_then(|v| v.anon().map(|a| a.anon_vma.id()))
+        };
+        let before = anon_id(&child);
+        assert!(before.is_some());
+        let mut job = Job::new(&child, Workload::Aim7Brk, 0, child.brk_value());
+        for _ in 0..5 {
+            assert_eq!(job.step().unwrap(), 1);
+        }
+        job.finish().unwrap();
+        assert_eq!(child.brk_value(), top);
+        let heap = child.find_vma(HEAP_BASE).unwrap();
+        assert_eq!((heap.start(), heap.end()), (HEAP_BASE, top));
+        // Still the anon_vma the fork gave the heap.
+        assert_eq!(anon_id(&child), before);
+        assert_eq!(child.map_count(), 1);
     }
 }
