@@ -600,4 +600,44 @@ mod tests {
         assert!(args(&["--repeat", "0"]).is_err());
         assert_eq!(args(&["--repeat", "3"]).unwrap().repeat, 3);
     }
+
+    #[test]
+    fn resident_vmas_defaults_and_bounds() {
+        assert_eq!(args(&[]).unwrap().resident_vmas, 6000);
+        assert_eq!(args(&["--quick"]).unwrap().resident_vmas, 500);
+        let c = args(&["--quick", "--resident-vmas", "0"]).unwrap();
+        assert_eq!(c.resident_vmas, 0);
+        let c = args(&["--resident-vmas", "100000"]).unwrap();
+        assert_eq!(c.resident_vmas, 100_000);
+        for bad in ["100001", "-1", "many", ""] {
+            let flag = format!("--resident-vmas={bad}");
+            let e = args(&[&flag]).unwrap_err();
+            assert!(e.0.starts_with("--resident-vmas: "), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn processes_only_workloads_need_processes_mode() {
+        for w in ["execl", "aim7-brk", "brk1,execl"] {
+            let e = args(&["--workloads", w, "--mode", "threads"]).unwrap_err();
+            assert!(e.0.contains("processes mode only"), "{w}: {e}");
+            assert!(args(&["--workloads", w, "--mode", "threads,processes"]).is_ok());
+        }
+        // Not named, only defaulted: skipped when the runs start.
+        let c = args(&["--mode", "threads"]).unwrap();
+        assert!(c.workloads.contains(&Workload::Execl));
+    }
+
+    #[test]
+    fn spread_of_runs() {
+        let s = Spread::of(&[10.0, 20.0, 30.0]);
+        assert_eq!((s.mean, s.min, s.max), (20.0, 10.0, 30.0));
+        assert!((s.stddev - 10.0).abs() < 1e-9, "{s:?}");
+        let one = Spread::of(&[5.0]);
+        assert_eq!(
+            (one.mean, one.stddev, one.min, one.max),
+            (5.0, 0.0, 5.0, 5.0)
+        );
+        assert_eq!(Spread::of(&[]).mean, 0.0);
+    }
 }

@@ -1,7 +1,9 @@
 //! End-to-end checks of `vmbench run`: every workload, mode and index
 //! yields a complete JSON line, the maple fault path takes no
-//! `mmap_lock`, and bad arguments fail with one line. No timing is
-//! asserted: the scaling figures are measured by hand (docs/RESULTS.md).
+//! `mmap_lock`, `execl` and `aim7-brk` run in processes mode only and make
+//! the calls their models say, repeated runs report their spread, and bad
+//! arguments fail with one line. No timing is asserted: the scaling
+//! figures are measured by hand (docs/RESULTS.md).
 
 use std::collections::BTreeSet;
 use std::process::{Command, Output};
@@ -14,6 +16,9 @@ fn vmbench(args: &[&str]) -> Output {
 }
 
 const WORKLOADS: [&str; 5] = ["brk1", "mmap1", "malloc1", "mmap2", "page_fault3"];
+/// Workloads without a threads mode.
+const PROCESSES_ONLY: [&str; 2] = ["execl", "aim7-brk"];
+const LOCK_CLASSES: [&str; 4] = ["mmap_lock", "vma_lock", "i_mmap", "anon_vma"];
 const LOCK_FIELDS: [&str; 4] = ["acquisitions", "contended", "wait_ns", "max_wait_ns"];
 /// Faults per `page_fault3` region: 128 MiB of 4 KiB pages.
 const PAGES: u64 = 32768;
@@ -47,7 +52,10 @@ fn every_configuration_yields_a_complete_line() {
             .as_u64()
             .unwrap_or_else(|| panic!("no threads: {v}"));
         assert_eq!(v["unit"], "ops/s", "{v}");
-        assert_eq!(v["n"].as_u64(), Some(300), "{v}");
+        // n: libc's resident VMAs for execl (500 with --quick), the
+        // resident VMAs per address space otherwise.
+        let n = if op == "execl" { 500 } else { 300 };
+        assert_eq!(v["n"].as_u64(), Some(n), "{v}");
         let value = v["value"]
             .as_f64()
             .unwrap_or_else(|| panic!("no value: {v}"));
@@ -56,11 +64,7 @@ fn every_configuration_yields_a_complete_line() {
         assert_eq!(v["repeat"].as_u64(), Some(1), "{v}");
         // Scheduler times are reported where the kernel has them.
         assert!(v["cpu"].is_null() || v["cpu"]["share"].is_f64(), "{v}");
-        for class in ["mmap_lock", "vma_lock"] {
-            for field in LOCK_FIELDS {
-                assert!(v["locks"][class][field].is_u64(), "no {class}.{field}: {v}");
-            }
-        }
+        assert_complete_locks(v);
         assert!(seen.insert((op.to_string(), imp.to_string(), mode.to_string(), threads)));
     }
     for op in WORKLOADS {
@@ -73,7 +77,115 @@ fn every_configuration_yields_a_complete_line() {
             }
         }
     }
-    assert_eq!(lines.len(), 40);
+    for op in PROCESSES_ONLY {
+        for imp in ["maple", "legacy"] {
+            for threads in [1, 2] {
+                let key = (op.to_string(), imp.to_string(), "processes".into(), threads);
+                assert!(seen.contains(&key), "missing {key:?}");
+            }
+        }
+    }
+    assert_eq!(lines.len(), 40 + 8);
+}
+
+/// Every class of `LockClass::ALL` with every counter, and nothing else.
+fn assert_complete_locks(v: &serde_json::Value) {
+    let locks = v["locks"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no locks: {v}"));
+    assert_eq!(locks.len(), LOCK_CLASSES.len(), "{v}");
+    for class in LOCK_CLASSES {
+        for field in LOCK_FIELDS {
+            assert!(v["locks"][class][field].is_u64(), "no {class}.{field}: {v}");
+        }
+    }
+}
+
+#[test]
+fn execl_and_aim7_brk_make_their_calls_in_processes_mode_only() {
+    let args = [
+        "run",
+        "--quick",
+        "--json",
+        "--workloads",
+        "execl,aim7-brk",
+        "--threads",
+        "1,2",
+        "--resident-vmas",
+        "23",
+    ];
+    let out = vmbench(&args);
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    for op in PROCESSES_ONLY {
+        let note = format!("skipping {op} in threads mode");
+        assert_eq!(stderr.matches(&note).count(), 1, "{stderr}");
+    }
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 8);
+    for v in &lines {
+        assert_eq!(v["mode"], "processes", "{v}");
+        assert_complete_locks(v);
+        let ops = v["ops"].as_u64().unwrap();
+        assert!(ops > 0, "{v}");
+        let mmap = acquisitions(v, "mmap_lock");
+        match v["op"].as_str().unwrap() {
+            "execl" => {
+                assert_eq!(v["n"].as_u64(), Some(23), "{v}");
+                // Each exec takes mmap_lock at least for exec itself, the
+                // cache's map and unmap, libc's four mmaps and its bss,
+                // three mprotects and two brk calls.
+                assert!(mmap >= 13 * ops, "{mmap} for {ops} execs: {v}");
+            }
+            "aim7-brk" => {
+                assert_eq!(v["n"].as_u64(), Some(300), "{v}");
+                // Growing and shrinking the break each take it once; the
+                // write fault on the new page takes the VMA's lock.
+                assert!(mmap >= 2 * ops, "{mmap} for {ops} ops: {v}");
+                assert!(acquisitions(v, "vma_lock") + mmap >= 3 * ops, "{v}");
+            }
+            other => panic!("unexpected op {other}: {v}"),
+        }
+    }
+}
+
+#[test]
+fn repeated_runs_report_their_spread() {
+    let lines = json_lines(&[
+        "run",
+        "--quick",
+        "--json",
+        "--workloads",
+        "aim7-brk,mmap1",
+        "--mode",
+        "processes",
+        "--index",
+        "maple",
+        "--threads",
+        "1",
+        "--repeat",
+        "3",
+    ]);
+    assert_eq!(lines.len(), 2);
+    for v in &lines {
+        assert_eq!(v["repeat"].as_u64(), Some(3), "{v}");
+        let field = |f: &str| {
+            v["runs"][f]
+                .as_f64()
+                .unwrap_or_else(|| panic!("no runs.{f}: {v}"))
+        };
+        let (min, max, mean) = (field("min"), field("max"), field("mean"));
+        let value = v["value"].as_f64().unwrap();
+        // The reported run is the median one, inside the range.
+        assert!(min <= value && value <= max, "{v}");
+        assert!(min <= mean && mean <= max, "{v}");
+        assert!(field("stddev") >= 0.0, "{v}");
+        assert!(field("stddev") <= max - min, "{v}");
+    }
 }
 
 #[test]
@@ -146,7 +258,9 @@ fn table_output_has_a_row_per_configuration() {
     ]);
     assert!(out.status.success());
     let table = String::from_utf8(out.stdout).unwrap();
-    assert!(table.contains("mmap_lock/op"), "{table}");
+    for class in LOCK_CLASSES {
+        assert!(table.contains(&format!("{class}/op")), "{table}");
+    }
     assert_eq!(table.matches("mmap1").count(), 2, "{table}");
 }
 
@@ -159,6 +273,10 @@ fn bad_arguments_fail_with_one_line() {
         &["run", "--index", "btree"],
         &["run", "--mode", "fibers"],
         &["run", "--duration", "0"],
+        &["run", "--resident-vmas", "100001"],
+        &["run", "--resident-vmas", "lots"],
+        &["run", "--workloads", "execl", "--mode", "threads"],
+        &["run", "--workloads", "aim7-brk", "--mode", "threads"],
     ] {
         let out = vmbench(args);
         assert!(!out.status.success(), "{args:?} succeeded");
