@@ -47,8 +47,13 @@ enum Command {
     /// Maple tree vs BTreeMap microbenchmarks (load, insert, erase, iterate,
     /// gap search, concurrent reads, memory per entry).
     Tree(TreeArgs),
-    /// Will-it-scale workloads on the address-space model (brk1, mmap1,
-    /// malloc1, mmap2, page_fault3), in processes or threads mode.
+    /// Workloads on the address-space model: will-it-scale's (brk1, mmap1,
+    /// malloc1, mmap2, page_fault3) in processes or threads mode, and
+    /// execl (exec of a dynamically linked program against a resident
+    /// population in libc's reverse map, --resident-vmas) and aim7-brk
+    /// (forked tasks growing and shrinking their heaps) in processes mode;
+    /// ops/s, its spread over --repeat runs, and every lock class's
+    /// statistics.
     Run(run_bench::RunArgs),
     /// Run a real command with address-space randomisation off and record
     /// its initial map and every mmap/munmap/mprotect/mremap/brk call.

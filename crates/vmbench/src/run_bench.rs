@@ -94,7 +94,9 @@ pub struct RunArgs {
 
     /// Other VMAs mapped into each address space before the workload
     /// starts (shared-library segments and their bss), so the index has a
-    /// realistic size.
+    /// realistic size; for aim7-brk, into the parent the tasks fork from.
+    /// execl's address spaces are built by each exec (see
+    /// --resident-vmas).
     #[arg(long, default_value_t = resident::DEFAULT_RESIDENT)]
     pub resident: usize,
 
