@@ -39,6 +39,7 @@ pub const MAX_CPUS: usize = 8192;
 pub const MAX_NODES: usize = 1024;
 
 /// The kernel's sysfs directory holding one `node<N>/cpulist` per node.
+#[cfg_attr(miri, allow(dead_code))] // Miri cannot read it (see `detect`)
 const SYSFS_NODES: &str = "/sys/devices/system/node";
 
 /// A set of NUMA nodes and the CPU → node map.

@@ -62,7 +62,10 @@ fn writer_handoff(kind: LockKind) {
     while sem.queued_waiters() == 0 {
         thread::yield_now();
     }
-    assert!(sem.try_read().is_none(), "a reader overtook the queued writer");
+    assert!(
+        sem.try_read().is_none(),
+        "a reader overtook the queued writer"
+    );
     let late_reader = {
         let sem = Arc::clone(&sem);
         // Queues behind the writer, so it must see the write.
