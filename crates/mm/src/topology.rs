@@ -203,7 +203,7 @@ impl Topology {
             .checked_mul(cpus_per_node)
             .filter(|&t| t <= MAX_CPUS)
             .ok_or(Errno::EINVAL)?;
-        let host = host();
+        let host = host_ref();
         let real_cpus: Vec<usize> = host.cpus.iter().flatten().copied().collect();
         let real = if real_cpus.is_empty() {
             vec![0; total]
@@ -371,8 +371,15 @@ impl fmt::Display for Topology {
 /// assert!(std::sync::Arc::ptr_eq(&a, &mm::topology::host()));
 /// ```
 pub fn host() -> Arc<Topology> {
+    Arc::clone(host_ref())
+}
+
+/// [`host`] without the reference count traffic: the lock slow paths ask
+/// for the node of unbound threads, and every thread bumping one shared
+/// count would be the very contention they avoid.
+fn host_ref() -> &'static Arc<Topology> {
     static HOST: OnceLock<Arc<Topology>> = OnceLock::new();
-    Arc::clone(HOST.get_or_init(|| Arc::new(Topology::detect())))
+    HOST.get_or_init(|| Arc::new(Topology::detect()))
 }
 
 thread_local! {
@@ -401,10 +408,12 @@ pub fn bind(topology: &Arc<Topology>, vcpu: usize, pin: bool) -> Result<(), Errn
     if vcpu >= topology.nr_cpus() {
         return Err(Errno::EINVAL);
     }
+    // Past its thread-locals' destruction a thread can hold no binding.
+    BOUND.try_with(|_| ()).map_err(|_| Errno::EINVAL)?;
     if pin {
         sys::pin(topology.real_cpu(vcpu))?;
     }
-    BOUND.with(|b| *b.borrow_mut() = Some((Arc::clone(topology), vcpu)));
+    let _ = BOUND.try_with(|b| *b.borrow_mut() = Some((Arc::clone(topology), vcpu)));
     Ok(())
 }
 
@@ -415,7 +424,7 @@ pub fn bind(topology: &Arc<Topology>, vcpu: usize, pin: bool) -> Result<(), Errn
 /// assert!(mm::topology::current_node() < mm::topology::host().nr_nodes());
 /// ```
 pub fn unbind() {
-    BOUND.with(|b| *b.borrow_mut() = None);
+    let _ = BOUND.try_with(|b| *b.borrow_mut() = None);
 }
 
 /// The calling thread's CPU: its bound virtual CPU, else the real CPU it
@@ -425,8 +434,12 @@ pub fn unbind() {
 /// assert!(mm::topology::current_cpu() < mm::topology::MAX_CPUS);
 /// ```
 pub fn current_cpu() -> usize {
+    // try_with: a lock taken in a thread-local destructor may ask after
+    // the binding is gone; it then counts as unbound.
     BOUND
-        .with(|b| b.borrow().as_ref().map(|(_, v)| *v))
+        .try_with(|b| b.borrow().as_ref().map(|(_, v)| *v))
+        .ok()
+        .flatten()
         .unwrap_or_else(sys::running_cpu)
 }
 
@@ -438,8 +451,10 @@ pub fn current_cpu() -> usize {
 /// ```
 pub fn current_node() -> usize {
     BOUND
-        .with(|b| b.borrow().as_ref().map(|(t, v)| t.node_of(*v)))
-        .unwrap_or_else(|| host().node_of(sys::running_cpu()))
+        .try_with(|b| b.borrow().as_ref().map(|(t, v)| t.node_of(*v)))
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| host_ref().node_of(sys::running_cpu()))
 }
 
 /// The two system calls topology needs. The crate's only `unsafe` outside

@@ -166,16 +166,11 @@ impl RawRwSem {
     /// Take the lock if `want` is compatible with state `s` and no writer
     /// waits for a hand-off; `Err` carries the fresh state on failure.
     fn steal(&self, want: Want, s: u32) -> Result<(), u32> {
-        let (free, next) = match want {
-            Want::Read => (
-                s & (WRITER | HANDOFF) == 0 && readers(s) < MAX_READERS,
-                s + READER,
-            ),
-            Want::Write => (s & (WRITER | READERS | HANDOFF) == 0, s | WRITER),
+        let next = match want {
+            Want::Read if s & (WRITER | HANDOFF) == 0 && readers(s) < MAX_READERS => s + READER,
+            Want::Write if s & (WRITER | READERS | HANDOFF) == 0 => s | WRITER,
+            _ => return Err(s),
         };
-        if !free {
-            return Err(s);
-        }
         self.state
             .compare_exchange(s, next, Ordering::Acquire, Ordering::Relaxed)
             .map(|_| ())
@@ -272,20 +267,18 @@ impl RawRwSem {
         };
         let mut s = self.state.load(Ordering::Relaxed);
         loop {
-            let (ok, next) = match choice.want {
-                Want::Write => (s & (WRITER | READERS) == 0, s | WRITER),
-                Want::Read => {
-                    // count <= queue length, far below MAX_READERS.
-                    let n = choice.count as u32;
-                    (
-                        s & WRITER == 0 && readers(s) + n <= MAX_READERS,
-                        s + n * READER,
-                    )
-                }
+            let next = match choice.want {
+                Want::Write if s & (WRITER | READERS) == 0 => Some(s | WRITER),
+                // Checked: more readers than MAX_READERS wait instead.
+                Want::Read if s & WRITER == 0 => u32::try_from(choice.count)
+                    .ok()
+                    .filter(|&n| readers(s).checked_add(n).is_some_and(|r| r <= MAX_READERS))
+                    .map(|n| s + n * READER),
+                _ => None,
             };
-            if !ok {
+            let Some(next) = next else {
                 return;
-            }
+            };
             // AcqRel: acquire the previous holder's release on behalf of
             // the grantees (passed on through their slot flags).
             match self
