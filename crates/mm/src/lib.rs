@@ -41,10 +41,12 @@ pub mod file;
 mod flags;
 pub mod index;
 pub mod layout;
+pub mod lock;
 pub mod lockstat;
 mod mm;
 pub mod procmaps;
 mod sync;
+pub mod topology;
 mod vma;
 mod vma_lock;
 

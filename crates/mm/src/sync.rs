@@ -1,11 +1,21 @@
-//! The atomics the lock protocols use: std's, or shuttle's when the crate
-//! is built for the concurrency model (`--cfg vmscale_shuttle`), so the
-//! model test explores the real code's interleavings.
+//! The synchronisation primitives the lock protocols use: std's, or
+//! shuttle's when the crate is built for the concurrency model
+//! (`--cfg vmscale_shuttle`), so the model tests explore the real code's
+//! interleavings.
 
 #[cfg(vmscale_shuttle)]
-pub(crate) use shuttle::sync::atomic::{AtomicU32, Ordering};
+pub(crate) use shuttle::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+#[cfg(vmscale_shuttle)]
+pub(crate) use shuttle::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+#[cfg(vmscale_shuttle)]
+pub(crate) use shuttle::thread::{current, park, Thread};
+
 #[cfg(not(vmscale_shuttle))]
-pub(crate) use std::sync::atomic::{AtomicU32, Ordering};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+#[cfg(not(vmscale_shuttle))]
+pub(crate) use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+#[cfg(not(vmscale_shuttle))]
+pub(crate) use std::thread::{current, park, Thread};
 
 /// Let another thread run while waiting (a model-checker scheduling point
 /// under shuttle).

@@ -1,0 +1,379 @@
+//! Reader-writer locks for the reverse maps, in three kinds compared by the
+//! benchmarks ([`LockKind`]):
+//!
+//! - `std`: the standard library's `RwLock`, the baseline;
+//! - `rwsem`: a kernel-style reader-writer semaphore (`lock/rwsem.rs` has the
+//!   protocol): one atomic word, a one-CAS fast path, bounded optimistic
+//!   spinning, then a FIFO sleeping queue with direct hand-off, readers
+//!   woken in batches, and writer hand-off so a stream of readers cannot
+//!   starve a writer;
+//! - `numa`: the same semaphore whose waiters queue per NUMA node once the
+//!   lock is contended, and which passes the lock to a waiter on the
+//!   releasing holder's node first, at most
+//!   [`MAX_LOCAL_HANDOFFS`] times in a row ([`numa`] has the policy).
+//!
+//! Every kind counts its acquisitions, waits and failed try-locks in
+//! [`lockstat`](crate::lockstat) under the lock's class.
+//!
+//! ```
+//! use mm::lock::{LockKind, RwSem};
+//! use mm::lockstat::LockClass;
+//!
+//! for kind in LockKind::ALL {
+//!     let sem = RwSem::new(kind, LockClass::IMmap, 0u64);
+//!     std::thread::scope(|s| {
+//!         for _ in 0..2 {
+//!             s.spawn(|| for _ in 0..1000 { *sem.write() += 1 });
+//!         }
+//!     });
+//!     assert_eq!(*sem.read(), 2000);
+//! }
+//! ```
+
+mod cell;
+pub mod numa;
+mod rwsem;
+#[cfg(all(test, vmscale_shuttle))]
+mod shuttle_model;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Instant;
+
+use crate::lockstat::{self, LockClass};
+use std::sync::TryLockError;
+
+use crate::sync::RwLock;
+
+pub use cell::{ReadGuard, WriteGuard};
+pub use numa::MAX_LOCAL_HANDOFFS;
+use rwsem::RawRwSem;
+
+/// Which lock implementation a [`RwSem`] uses.
+///
+/// ```
+/// use mm::lock::LockKind;
+/// assert_eq!("numa".parse::<LockKind>(), Ok(LockKind::Numa));
+/// assert_eq!(LockKind::default().to_string(), "rwsem");
+/// assert!("spin".parse::<LockKind>().is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum LockKind {
+    /// `std::sync::RwLock`, the baseline.
+    Std,
+    /// The kernel-style reader-writer semaphore.
+    #[default]
+    Rwsem,
+    /// The semaphore with NUMA-aware hand-off.
+    Numa,
+}
+
+impl LockKind {
+    /// Every kind, in report order.
+    pub const ALL: [LockKind; 3] = [LockKind::Std, LockKind::Rwsem, LockKind::Numa];
+
+    /// The kind's name on command lines and in reports: `"std"`, `"rwsem"`,
+    /// `"numa"`.
+    ///
+    /// ```
+    /// assert_eq!(mm::lock::LockKind::Numa.name(), "numa");
+    /// ```
+    pub fn name(self) -> &'static str {
+        match self {
+            LockKind::Std => "std",
+            LockKind::Rwsem => "rwsem",
+            LockKind::Numa => "numa",
+        }
+    }
+}
+
+impl FromStr for LockKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<LockKind, String> {
+        LockKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| format!("lock kind {s:?}: expected one of std, rwsem, numa"))
+    }
+}
+
+impl fmt::Display for LockKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The lock proper, without the value.
+pub(crate) enum Raw {
+    Std(RwLock<()>),
+    Sem(RawRwSem),
+}
+
+/// A reader-writer lock of a chosen [`LockKind`], counted in
+/// [`lockstat`](crate::lockstat) under its [`LockClass`].
+///
+/// Like `std::sync::RwLock` it is `Send`/`Sync` when `T` is (`Sync` needs
+/// `T: Send + Sync`), but it has no poisoning: a holder that panics just
+/// releases the lock.
+///
+/// ```
+/// use mm::lock::{LockKind, RwSem};
+/// use mm::lockstat::{self, LockClass};
+///
+/// let before = lockstat::snapshot();
+/// let sem = RwSem::new(LockKind::Rwsem, LockClass::AnonVma, String::from("a"));
+/// sem.write().push('b');
+/// let r = sem.read();
+/// assert!(sem.try_write().is_none()); // a reader is inside
+/// assert_eq!(*r, "ab");
+/// drop(r);
+/// let used = lockstat::snapshot().since(&before).class(LockClass::AnonVma);
+/// assert!(used.acquisitions >= 2 && used.contended >= 1);
+/// ```
+pub struct RwSem<T> {
+    kind: LockKind,
+    class: LockClass,
+    raw: Raw,
+    cell: cell::LockCell<T>,
+}
+
+impl<T> RwSem<T> {
+    /// A lock of `kind`, counted under `class`, holding `value`.
+    ///
+    /// ```
+    /// use mm::lock::{LockKind, RwSem};
+    /// let sem = RwSem::new(LockKind::Std, mm::lockstat::LockClass::IMmap, 7);
+    /// assert_eq!(sem.kind(), LockKind::Std);
+    /// assert_eq!(sem.into_inner(), 7);
+    /// ```
+    pub fn new(kind: LockKind, class: LockClass, value: T) -> Self {
+        let raw = match kind {
+            LockKind::Std => Raw::Std(RwLock::new(())),
+            LockKind::Rwsem => Raw::Sem(RawRwSem::new(class, false)),
+            LockKind::Numa => Raw::Sem(RawRwSem::new(class, true)),
+        };
+        RwSem {
+            kind,
+            class,
+            raw,
+            cell: cell::LockCell::new(value),
+        }
+    }
+
+    /// The lock's kind.
+    ///
+    /// ```
+    /// use mm::lock::{LockKind, RwSem};
+    /// let sem = RwSem::new(LockKind::Numa, mm::lockstat::LockClass::IMmap, ());
+    /// assert_eq!(sem.kind(), LockKind::Numa);
+    /// ```
+    pub fn kind(&self) -> LockKind {
+        self.kind
+    }
+
+    /// Take the lock shared, waiting as long as needed.
+    ///
+    /// ```
+    /// use mm::lock::{LockKind, RwSem};
+    /// let sem = RwSem::new(LockKind::Rwsem, mm::lockstat::LockClass::IMmap, 3);
+    /// assert_eq!(*sem.read(), 3);
+    /// ```
+    pub fn read(&self) -> ReadGuard<'_, T> {
+        match &self.raw {
+            Raw::Std(l) => {
+                let g = match l.try_read() {
+                    Ok(g) => {
+                        lockstat::acquired(self.class);
+                        g
+                    }
+                    Err(TryLockError::Poisoned(p)) => {
+                        lockstat::acquired(self.class);
+                        p.into_inner()
+                    }
+                    Err(TryLockError::WouldBlock) => {
+                        let since = Instant::now();
+                        let g = l.read().unwrap_or_else(|p| p.into_inner());
+                        lockstat::acquired_after_wait(self.class, since);
+                        g
+                    }
+                };
+                ReadGuard::new(self, Some(g))
+            }
+            Raw::Sem(s) => {
+                s.read_lock();
+                ReadGuard::new(self, None)
+            }
+        }
+    }
+
+    /// Take the lock exclusive, waiting as long as needed.
+    ///
+    /// ```
+    /// use mm::lock::{LockKind, RwSem};
+    /// let sem = RwSem::new(LockKind::Rwsem, mm::lockstat::LockClass::IMmap, 3);
+    /// *sem.write() *= 2;
+    /// assert_eq!(*sem.read(), 6);
+    /// ```
+    pub fn write(&self) -> WriteGuard<'_, T> {
+        match &self.raw {
+            Raw::Std(l) => {
+                let g = match l.try_write() {
+                    Ok(g) => {
+                        lockstat::acquired(self.class);
+                        g
+                    }
+                    Err(TryLockError::Poisoned(p)) => {
+                        lockstat::acquired(self.class);
+                        p.into_inner()
+                    }
+                    Err(TryLockError::WouldBlock) => {
+                        let since = Instant::now();
+                        let g = l.write().unwrap_or_else(|p| p.into_inner());
+                        lockstat::acquired_after_wait(self.class, since);
+                        g
+                    }
+                };
+                WriteGuard::new(self, Some(g))
+            }
+            Raw::Sem(s) => {
+                s.write_lock();
+                WriteGuard::new(self, None)
+            }
+        }
+    }
+
+    /// Take the lock shared if that can be done without waiting.
+    ///
+    /// ```
+    /// use mm::lock::{LockKind, RwSem};
+    /// let sem = RwSem::new(LockKind::Numa, mm::lockstat::LockClass::IMmap, 3);
+    /// let w = sem.write();
+    /// assert!(sem.try_read().is_none());
+    /// drop(w);
+    /// assert!(sem.try_read().is_some());
+    /// ```
+    pub fn try_read(&self) -> Option<ReadGuard<'_, T>> {
+        let got = match &self.raw {
+            Raw::Std(l) => match l.try_read() {
+                Ok(g) => Some(Some(g)),
+                Err(TryLockError::Poisoned(p)) => Some(Some(p.into_inner())),
+                Err(TryLockError::WouldBlock) => None,
+            },
+            Raw::Sem(s) => s.try_read_lock().then_some(None),
+        };
+        match got {
+            Some(std) => {
+                lockstat::acquired(self.class);
+                Some(ReadGuard::new(self, std))
+            }
+            None => {
+                lockstat::try_failed(self.class);
+                None
+            }
+        }
+    }
+
+    /// Take the lock exclusive if that can be done without waiting.
+    ///
+    /// ```
+    /// use mm::lock::{LockKind, RwSem};
+    /// let sem = RwSem::new(LockKind::Std, mm::lockstat::LockClass::IMmap, 3);
+    /// let r = sem.read();
+    /// assert!(sem.try_write().is_none());
+    /// drop(r);
+    /// assert!(sem.try_write().is_some());
+    /// ```
+    pub fn try_write(&self) -> Option<WriteGuard<'_, T>> {
+        let got = match &self.raw {
+            Raw::Std(l) => match l.try_write() {
+                Ok(g) => Some(Some(g)),
+                Err(TryLockError::Poisoned(p)) => Some(Some(p.into_inner())),
+                Err(TryLockError::WouldBlock) => None,
+            },
+            Raw::Sem(s) => s.try_write_lock().then_some(None),
+        };
+        match got {
+            Some(std) => {
+                lockstat::acquired(self.class);
+                Some(WriteGuard::new(self, std))
+            }
+            None => {
+                lockstat::try_failed(self.class);
+                None
+            }
+        }
+    }
+
+    /// The value, through exclusive access to the lock itself (no locking).
+    ///
+    /// ```
+    /// use mm::lock::{LockKind, RwSem};
+    /// let mut sem = RwSem::new(LockKind::Rwsem, mm::lockstat::LockClass::IMmap, 1);
+    /// *sem.get_mut() = 5;
+    /// assert_eq!(*sem.read(), 5);
+    /// ```
+    pub fn get_mut(&mut self) -> &mut T {
+        self.cell.get_mut()
+    }
+
+    /// Consume the lock and return the value.
+    ///
+    /// ```
+    /// use mm::lock::{LockKind, RwSem};
+    /// let sem = RwSem::new(LockKind::Numa, mm::lockstat::LockClass::IMmap, vec![1]);
+    /// assert_eq!(sem.into_inner(), vec![1]);
+    /// ```
+    pub fn into_inner(self) -> T {
+        self.cell.into_inner()
+    }
+
+    /// How many threads are queued asleep on the lock (always 0 for the
+    /// `std` kind, whose queue is not visible). For tests that must know
+    /// a thread has gone to sleep before they go on.
+    #[doc(hidden)]
+    pub fn queued_waiters(&self) -> usize {
+        match &self.raw {
+            Raw::Std(_) => 0,
+            Raw::Sem(s) => s.queued_waiters(),
+        }
+    }
+
+    /// Whether the `numa` kind's per-node queueing is engaged now.
+    #[doc(hidden)]
+    pub fn numa_engaged(&self) -> bool {
+        match &self.raw {
+            Raw::Std(_) => false,
+            Raw::Sem(s) => s.numa_engaged(),
+        }
+    }
+
+    /// Change this lock's bound on consecutive local hand-offs (default
+    /// [`MAX_LOCAL_HANDOFFS`]), so a test can reach it with few threads.
+    #[doc(hidden)]
+    pub fn set_local_handoff_limit(&self, limit: u32) {
+        if let Raw::Sem(s) = &self.raw {
+            s.set_local_handoff_limit(limit)
+        }
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for RwSem<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("RwSem");
+        d.field("kind", &self.kind).field("class", &self.class);
+        // Peek without waiting and without counting: a Debug print must
+        // not block on, or show up in the statistics of, the lock it shows.
+        let guard = match &self.raw {
+            Raw::Std(l) => l.try_read().ok().map(|g| ReadGuard::new(self, Some(g))),
+            Raw::Sem(s) => s.try_read_lock().then(|| ReadGuard::new(self, None)),
+        };
+        match guard {
+            Some(g) => d.field("data", &&*g),
+            None => d.field("data", &format_args!("<locked>")),
+        };
+        d.finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,105 @@
+//! Shuttle models of the lock kinds: the real `RwSem` code, with shuttle's
+//! atomics, mutex, park and unpark, under randomised and PCT schedules.
+//! Run with `RUSTFLAGS="--cfg vmscale_shuttle" cargo test -p mm --lib shuttle`.
+//! Shuttle reports a deadlock if every thread is parked, so each scenario
+//! finishing also checks that no wake-up is lost.
+
+use std::sync::Arc;
+
+use shuttle::sync::atomic::{AtomicUsize, Ordering};
+use shuttle::thread;
+
+use super::{LockKind, RwSem};
+use crate::lockstat::LockClass;
+
+/// Writers and readers of one lock, each checking on entry that nobody
+/// incompatible is inside: `inside` counts readers, `WRITER_IN` marks a
+/// writer. Every thread finishes and every write is kept.
+fn exclusion(kind: LockKind, writers: usize, readers: usize) {
+    const WRITER_IN: usize = 1 << 20;
+    let sem = Arc::new(RwSem::new(kind, LockClass::IMmap, 0usize));
+    let inside = Arc::new(AtomicUsize::new(0));
+    let mut threads = Vec::new();
+    for _ in 0..writers {
+        let (sem, inside) = (Arc::clone(&sem), Arc::clone(&inside));
+        threads.push(thread::spawn(move || {
+            for _ in 0..2 {
+                let mut g = sem.write();
+                let was = inside.fetch_add(WRITER_IN, Ordering::SeqCst);
+                assert_eq!(was, 0, "writer entered beside {was:#x}");
+                *g += 1;
+                inside.fetch_sub(WRITER_IN, Ordering::SeqCst);
+            }
+        }));
+    }
+    for _ in 0..readers {
+        let (sem, inside) = (Arc::clone(&sem), Arc::clone(&inside));
+        threads.push(thread::spawn(move || {
+            for _ in 0..2 {
+                let g = sem.read();
+                let was = inside.fetch_add(1, Ordering::SeqCst);
+                assert!(was < WRITER_IN, "reader entered beside a writer");
+                let _ = *g;
+                inside.fetch_sub(1, Ordering::SeqCst);
+            }
+        }));
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(*sem.read(), 2 * writers);
+}
+
+/// A writer that has queued behind a reader blocks later readers (the
+/// hand-off bit) and is handed the lock when the reader leaves.
+fn writer_handoff(kind: LockKind) {
+    let sem = Arc::new(RwSem::new(kind, LockClass::IMmap, 0usize));
+    let r = sem.read();
+    let writer = {
+        let sem = Arc::clone(&sem);
+        thread::spawn(move || *sem.write() = 1)
+    };
+    while sem.queued_waiters() == 0 {
+        thread::yield_now();
+    }
+    assert!(
+        sem.try_read().is_none(),
+        "a reader overtook the queued writer"
+    );
+    let late_reader = {
+        let sem = Arc::clone(&sem);
+        // Queues behind the writer, so it must see the write.
+        thread::spawn(move || assert_eq!(*sem.read(), 1))
+    };
+    drop(r);
+    writer.join().unwrap();
+    late_reader.join().unwrap();
+}
+
+#[test]
+fn shuttle_lock_exclusion_random() {
+    for kind in LockKind::ALL {
+        shuttle::check_random(move || exclusion(kind, 2, 2), 1000);
+    }
+}
+
+#[test]
+fn shuttle_lock_exclusion_pct() {
+    for kind in LockKind::ALL {
+        shuttle::check_pct(move || exclusion(kind, 2, 1), 1000, 3);
+    }
+}
+
+/// Five contenders so that the `numa` kind's per-node queueing engages.
+#[test]
+fn shuttle_lock_numa_engaged_random() {
+    shuttle::check_random(|| exclusion(LockKind::Numa, 4, 1), 500);
+}
+
+#[test]
+fn shuttle_lock_writer_handoff() {
+    for kind in [LockKind::Rwsem, LockKind::Numa] {
+        shuttle::check_random(move || writer_handoff(kind), 1000);
+        shuttle::check_pct(move || writer_handoff(kind), 1000, 3);
+    }
+}
