@@ -7,6 +7,7 @@
 //! checked against a brute-force count, and every churned tree is
 //! validated, so a fast but wrong tree fails the run.
 
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::ops::ControlFlow;
 
@@ -15,7 +16,7 @@ use mm::itree::{Itree, ItreeKind};
 
 use crate::report::{self, Record, TableSpec};
 use crate::rng::SplitMix64;
-use crate::timing::{median_ns_per_op, timed, Sample};
+use crate::timing::{median, timed, Sample};
 use crate::tree_bench::{parse_names, BenchError};
 
 /// Largest accepted tree size: far beyond any real i_mmap, small enough to
@@ -36,7 +37,7 @@ pub struct ItreeArgs {
     #[arg(long, value_delimiter = ',', value_parser = crate::parse_count)]
     sizes: Option<Vec<usize>>,
 
-    /// Samples per figure; the median is reported. [default: 5; 3 with --quick]
+    /// Samples per figure; the median is reported. [default: 7; 3 with --quick]
     #[arg(long)]
     repeat: Option<usize>,
 
@@ -100,15 +101,15 @@ pub struct Scale {
 impl Scale {
     /// Settings for reported numbers.
     pub const FULL: Scale = Scale {
-        churn_pairs: 50_000,
-        query_visits: 2_000_000,
-        first_queries: 100_000,
+        churn_pairs: 200_000,
+        query_visits: 5_000_000,
+        first_queries: 1_000_000,
     };
     /// Settings for a fast smoke run (`--quick`).
     pub const QUICK: Scale = Scale {
-        churn_pairs: 10_000,
-        query_visits: 300_000,
-        first_queries: 20_000,
+        churn_pairs: 20_000,
+        query_visits: 500_000,
+        first_queries: 100_000,
     };
 }
 
@@ -160,7 +161,7 @@ impl ItreeArgs {
         };
         let config = ItreeConfig {
             sizes: self.sizes.clone().unwrap_or_else(|| sizes.to_vec()),
-            repeat: self.repeat.unwrap_or(if self.quick { 3 } else { 5 }),
+            repeat: self.repeat.unwrap_or(if self.quick { 3 } else { 7 }),
             ops: match &self.ops {
                 Some(names) => parse_names(names, &Op::ALL, Op::name, "op")?,
                 None => Op::ALL.to_vec(),
@@ -267,24 +268,38 @@ struct Tally {
     ids: u64,
 }
 
-/// What a correct tree must report for `pages`, by brute force.
+/// What a correct tree must report for `pages`, by brute force. Each
+/// distinct page is counted once and remembered: the workload's pages lie
+/// in a span of a few hundred, so this stays cheap for large batches.
 fn expected_tally(entries: &[(u64, u64, u64)], pages: &[u64], first_only: bool) -> Tally {
-    let mut t = Tally::default();
+    let mut memo: BTreeMap<u64, Tally> = BTreeMap::new();
+    let mut total = Tally::default();
     for &p in pages {
-        let hits = entries
-            .iter()
-            .filter(|&&(first, last, _)| first <= p && p <= last);
-        if first_only {
-            // The first hit in key order is the smallest key.
-            if let Some(&(_, _, id)) = hits.min() {
-                t.hits += 1;
-                t.ids = t.ids.wrapping_add(id);
-            }
-        } else {
-            for &(_, _, id) in hits {
-                t.hits += 1;
-                t.ids = t.ids.wrapping_add(id);
-            }
+        let t = *memo
+            .entry(p)
+            .or_insert_with(|| page_tally(entries, p, first_only));
+        total.hits += t.hits;
+        total.ids = total.ids.wrapping_add(t.ids);
+    }
+    total
+}
+
+/// Brute-force tally of one page query.
+fn page_tally(entries: &[(u64, u64, u64)], page: u64, first_only: bool) -> Tally {
+    let mut hits = entries
+        .iter()
+        .filter(|&&(first, last, _)| first <= page && page <= last);
+    let mut t = Tally::default();
+    if first_only {
+        // The first hit in key order is the smallest key.
+        if let Some(&(_, _, id)) = hits.by_ref().min() {
+            t.hits = 1;
+            t.ids = id;
+        }
+    } else {
+        for &(_, _, id) in hits {
+            t.hits += 1;
+            t.ids = t.ids.wrapping_add(id);
         }
     }
     t
@@ -306,41 +321,62 @@ fn query_tally(tree: &Itree<u64>, pages: &[u64], first_only: bool) -> Tally {
     t
 }
 
+/// One kind under measurement: its own copy of the workload (same
+/// entries, build order and churn choices as the other kind's), its tree
+/// and its samples so far (ns per op).
+struct Subject {
+    w: Workload,
+    tree: Itree<u64>,
+    samples: Vec<f64>,
+}
+
 /// Runs the benchmark, handing each figure to `sink` as soon as it exists.
 /// Progress notes go to stderr.
+///
+/// The kinds take turns sample by sample, so a slow spell of the machine
+/// (other processes, frequency changes) hits both alike and the ratio
+/// stays fair.
 pub fn run(cfg: &ItreeConfig, sink: &mut dyn FnMut(Record)) -> Result<(), BenchError> {
     cfg.validate()?;
     for &n in &cfg.sizes {
         let base = Workload::generate(n, cfg.seed ^ n as u64);
         for op in Op::ALL.into_iter().filter(|op| cfg.ops.contains(op)) {
-            // Each kind gets an identical copy of the workload (same
-            // entries, build order, queries and churn choices).
+            let first_only = op == Op::QueryFirst;
             let pages_wanted = match op {
                 Op::Churn => 0,
-                Op::QueryPage => {
-                    // About a fifth of all entries map a random page.
-                    (cfg.scale.query_visits / (n / 5 + 1)).clamp(50, 50_000)
-                }
+                // About a fifth of all entries map a random page.
+                Op::QueryPage => (cfg.scale.query_visits / (n / 5 + 1)).clamp(50, 200_000),
                 Op::QueryFirst => cfg.scale.first_queries,
             };
-            let mut query_rng = base.clone();
-            let pages = query_rng.pages(pages_wanted);
-            let want = match op {
-                Op::Churn => Tally::default(),
-                _ => expected_tally(&base.entries, &pages, op == Op::QueryFirst),
-            };
+            let pages = base.clone().pages(pages_wanted);
+            let want = expected_tally(&base.entries, &pages, first_only);
+            let mut subjects = Vec::new();
             for kind in ItreeKind::ALL {
                 let mut w = base.clone();
-                let mut tree = w.build(kind)?;
-                let ops_per_s = match op {
-                    Op::Churn => churn(&mut w, &mut tree, cfg)?,
-                    Op::QueryPage | Op::QueryFirst => {
-                        queries(&tree, &pages, want, op == Op::QueryFirst, cfg.repeat)?
-                    }
-                };
+                let tree = w.build(kind)?;
+                subjects.push(Subject {
+                    w,
+                    tree,
+                    samples: Vec::with_capacity(cfg.repeat),
+                });
+            }
+            for _ in 0..cfg.repeat {
+                for s in &mut subjects {
+                    let sample = match op {
+                        Op::Churn => churn_sample(&mut s.w, &mut s.tree, cfg.scale.churn_pairs)?,
+                        Op::QueryPage | Op::QueryFirst => {
+                            query_sample(&s.tree, &pages, want, first_only)?
+                        }
+                    };
+                    s.samples.push(sample.ns_per_op());
+                }
+            }
+            for s in &mut subjects {
+                let kind = s.tree.kind();
+                let ops_per_s = ops_per_s(median(&mut s.samples));
                 eprintln!(
                     "vmbench itree: n={n} {kind} (height {}) {}: {ops_per_s:.0} ops/s",
-                    tree.height(),
+                    s.tree.height(),
                     op.name()
                 );
                 sink(Record {
@@ -365,64 +401,62 @@ fn ops_per_s(ns_per_op: f64) -> f64 {
     }
 }
 
-/// Median ops/s of remove+insert pairs on `tree`, which keeps its size.
-fn churn(w: &mut Workload, tree: &mut Itree<u64>, cfg: &ItreeConfig) -> Result<f64, BenchError> {
+/// One timed batch of `pairs` remove+insert pairs on `tree`, which keeps
+/// its size; the tree is validated afterwards (untimed).
+fn churn_sample(
+    w: &mut Workload,
+    tree: &mut Itree<u64>,
+    pairs: usize,
+) -> Result<Sample, BenchError> {
     let n = w.entries.len();
     let kind = tree.kind();
-    let ns = median_ns_per_op(cfg.repeat, || {
-        // Victims and newcomers are drawn before timing, so the timed loop
-        // is tree work only.
-        let mut plan = Vec::with_capacity(cfg.scale.churn_pairs);
-        for _ in 0..cfg.scale.churn_pairs {
-            let victim = w.rng.below(n as u64) as usize;
-            let fresh = w.fresh_entry();
-            let old = std::mem::replace(&mut w.entries[victim], fresh);
-            plan.push((old, fresh));
+    // Victims and newcomers are drawn before timing, so the timed loop is
+    // tree work only.
+    let mut plan = Vec::with_capacity(pairs);
+    for _ in 0..pairs {
+        let victim = w.rng.below(n as u64) as usize;
+        let fresh = w.fresh_entry();
+        let old = std::mem::replace(&mut w.entries[victim], fresh);
+        plan.push((old, fresh));
+    }
+    let (elapsed, failures) = timed(|| {
+        let mut failures = 0usize;
+        for &((of, ol, oid), (nf, nl, nid)) in &plan {
+            failures += usize::from(tree.remove(of, ol, oid).is_none());
+            failures += usize::from(tree.insert(nf, nl, nid, nid).is_err());
         }
-        let (elapsed, failures) = timed(|| {
-            let mut failures = 0usize;
-            for &((of, ol, oid), (nf, nl, nid)) in &plan {
-                failures += usize::from(tree.remove(of, ol, oid).is_none());
-                failures += usize::from(tree.insert(nf, nl, nid, nid).is_err());
-            }
-            failures
-        });
-        if failures > 0 {
-            return Err(BenchError(format!(
-                "{kind} churn: {failures} removes or inserts failed"
-            )));
-        }
-        check_tree(tree, n, "churn")?;
-        Ok(Sample {
-            elapsed,
-            ops: 2 * plan.len() as u64,
-        })
-    })?;
-    Ok(ops_per_s(ns))
+        failures
+    });
+    if failures > 0 {
+        return Err(BenchError(format!(
+            "{kind} churn: {failures} removes or inserts failed"
+        )));
+    }
+    check_tree(tree, n, "churn")?;
+    Ok(Sample {
+        elapsed,
+        ops: 2 * plan.len() as u64,
+    })
 }
 
-/// Median ops/s of page queries, each batch checked against `want`.
-fn queries(
+/// One timed batch of page queries, checked against `want`.
+fn query_sample(
     tree: &Itree<u64>,
     pages: &[u64],
     want: Tally,
     first_only: bool,
-    repeat: usize,
-) -> Result<f64, BenchError> {
-    let ns = median_ns_per_op(repeat, || {
-        let (elapsed, got) = timed(|| query_tally(tree, pages, first_only));
-        if got != want {
-            return Err(BenchError(format!(
-                "{} queries: wrong results ({got:?}, expected {want:?})",
-                tree.kind()
-            )));
-        }
-        Ok(Sample {
-            elapsed,
-            ops: pages.len() as u64,
-        })
-    })?;
-    Ok(ops_per_s(ns))
+) -> Result<Sample, BenchError> {
+    let (elapsed, got) = timed(|| query_tally(tree, pages, first_only));
+    if got != want {
+        return Err(BenchError(format!(
+            "{} queries: wrong results ({got:?}, expected {want:?})",
+            tree.kind()
+        )));
+    }
+    Ok(Sample {
+        elapsed,
+        ops: pages.len() as u64,
+    })
 }
 
 /// Explains the ratio column under the table.
@@ -522,7 +556,7 @@ mod tests {
         let tree = w.build(ItreeKind::Rb).unwrap();
         let mut want = expected_tally(&w.entries, &pages, false);
         want.hits += 1;
-        assert!(queries(&tree, &pages, want, false, 1).is_err());
+        assert!(query_sample(&tree, &pages, want, false).is_err());
     }
 
     #[test]
