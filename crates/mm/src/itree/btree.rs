@@ -127,10 +127,9 @@ impl Internal {
 
     /// The child whose key range would hold `key`: the last one whose
     /// smallest key is at most `key` (the first if none is).
+    #[inline]
     fn route(&self, key: &Key) -> usize {
-        self.min_key[..self.len]
-            .partition_point(|k| k <= key)
-            .saturating_sub(1)
+        count_le(&self.min_key[..self.len], key).saturating_sub(1)
     }
 
     fn insert_at(&mut self, pos: usize, child: u32, (min, max): (Key, u64)) {
@@ -165,6 +164,36 @@ impl Internal {
         dst.child[d..d + n].copy_from_slice(&self.child[from..self.len]);
         dst.len += n;
         self.len = from;
+    }
+}
+
+/// How many of the sorted `keys` are at most `key`: its insertion point.
+///
+/// Counts with branch-free comparisons instead of binary search: over 16
+/// keys, four unpredictable branches of a binary search cost more than
+/// comparing them all, and the i_mmap's keys often differ only in the id.
+#[inline]
+fn count_le(keys: &[Key], key: &Key) -> usize {
+    keys.iter()
+        .map(|k| {
+            let first_lt = k.first < key.first;
+            let first_eq = k.first == key.first;
+            let last_lt = k.last < key.last;
+            let last_eq = k.last == key.last;
+            let id_le = k.id <= key.id;
+            usize::from(first_lt | (first_eq & (last_lt | (last_eq & id_le))))
+        })
+        .sum()
+}
+
+/// Where `key` is among the sorted `keys`: `Ok(index)` if present, else
+/// `Err(insertion point)`, as `binary_search` would answer.
+#[inline]
+fn search(keys: &[Key], key: &Key) -> Result<usize, usize> {
+    let le = count_le(keys, key);
+    match le.checked_sub(1) {
+        Some(i) if keys[i] == *key => Ok(i),
+        _ => Err(le),
     }
 }
 
@@ -273,7 +302,7 @@ impl<V> BTree<V> {
             i = node.child[node.route(key)];
         }
         let leaf = &self.leaves[i as usize];
-        let pos = leaf.keys[..leaf.len].binary_search(key).ok()?;
+        let pos = search(&leaf.keys[..leaf.len], key).ok()?;
         leaf.vals[pos].as_ref()
     }
 
@@ -329,7 +358,7 @@ impl<V> BTree<V> {
     ) -> Result<Option<u32>, Errno> {
         if level == 1 {
             let leaf = &mut self.leaves[i as usize];
-            let pos = match leaf.keys[..leaf.len].binary_search(&key) {
+            let pos = match search(&leaf.keys[..leaf.len], &key) {
                 Ok(_) => return Err(Errno::EEXIST),
                 Err(pos) => pos,
             };
@@ -398,7 +427,7 @@ impl<V> BTree<V> {
     fn remove_rec(&mut self, i: u32, level: usize, key: &Key) -> Option<V> {
         if level == 1 {
             let leaf = &mut self.leaves[i as usize];
-            let pos = leaf.keys[..leaf.len].binary_search(key).ok()?;
+            let pos = search(&leaf.keys[..leaf.len], key).ok()?;
             return leaf.remove_at(pos);
         }
         let node = &self.internals[i as usize];
@@ -411,8 +440,21 @@ impl<V> BTree<V> {
         if self.node_len(child, level - 1) < MIN {
             self.rebalance(i, slot, level - 1);
         } else {
-            let summary = self.summary(child, level - 1);
-            self.internals[i as usize].set_summary(slot, summary);
+            // Invariant 4: the child's smallest key is O(1) to read; its
+            // largest `last` needs a scan only if the removed entry may
+            // have been the one that set it.
+            let stored_max = self.internals[i as usize].max_last[slot];
+            let max = if key.last == stored_max {
+                self.summary(child, level - 1).1
+            } else {
+                stored_max
+            };
+            let min = if level - 1 == 1 {
+                self.leaves[child as usize].keys[0]
+            } else {
+                self.internals[child as usize].min_key[0]
+            };
+            self.internals[i as usize].set_summary(slot, (min, max));
         }
         Some(value)
     }
