@@ -92,7 +92,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (1u64..=u64::MAX, any::<u64>(), any::<u64>())
             .prop_map(|(first, gap, id)| Op::InsertBackwards { first, gap, id }),
         3 => any::<usize>().prop_map(|pick| Op::InsertExisting { pick }),
-        2 => (0u64..500, 1u64..120, 0u64..3).prop_map(|(base, count, id)| Op::Fill { base, count, id }),
+        2 => (0u64..500, 1u64..400, 0u64..3).prop_map(|(base, count, id)| Op::Fill { base, count, id }),
         10 => any::<usize>().prop_map(|pick| Op::RemoveExisting { pick }),
         4 => (coord(), span(), 0u64..3).prop_map(|(first, span, id)| Op::Remove { first, span, id }),
         1 => Just(Op::Thin),
