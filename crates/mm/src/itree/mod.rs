@@ -39,10 +39,10 @@ use crate::Errno;
 /// Which implementation an [`Itree`] uses.
 ///
 /// The default is [`BTree`](ItreeKind::BTree): in `vmbench itree` on an
-/// i_mmap-like population (docs/RESULTS.md) it answers page queries 2–8
-/// times faster at every size from 100 to 50,000 entries and churns faster
-/// at 50,000, while `Rb` churns (insert + remove) 15–30% faster up to a
-/// few thousand entries.
+/// i_mmap-like population (docs/RESULTS.md) it answers page queries about
+/// 2–4 times faster at every size from 100 to 50,000 entries and churns
+/// (insert + remove) faster at 50,000, while `Rb` churns 7–33% faster up
+/// to 6,000 entries.
 ///
 /// ```
 /// use mm::itree::ItreeKind;
