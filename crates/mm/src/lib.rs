@@ -40,6 +40,7 @@ mod errno;
 pub mod file;
 mod flags;
 pub mod index;
+pub mod itree;
 pub mod layout;
 pub mod lock;
 pub mod lockstat;

@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 mod alloc_count;
+mod itree_bench;
 mod report;
 mod rng;
 mod run_bench;
@@ -60,6 +61,9 @@ enum Command {
     Record(trace::RecordArgs),
     /// Replay a recorded trace on the model and report every difference.
     Replay(trace::ReplayArgs),
+    /// Interval trees for i_mmap: augmented red-black vs augmented B+ tree
+    /// (churn and page-query throughput, btree/rb ratio).
+    Itree(itree_bench::ItreeArgs),
 }
 
 /// Options of `vmbench tree`.
@@ -178,6 +182,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run_bench::main(args),
         Command::Record(args) => trace::record(args),
         Command::Replay(args) => trace::replay(args),
+        Command::Itree(args) => itree_bench::main(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -105,3 +105,69 @@ fn invalid_values_fail_with_one_line() {
     assert_one_line_error(&["tree", "--ops", "load,nope"], "unknown op 'nope'");
     assert_one_line_error(&["tree", "--impls", "avl"], "unknown impl 'avl'");
 }
+
+#[test]
+fn itree_json_lines_cover_both_kinds_and_every_op() {
+    let out = vmbench(&[
+        "itree", "--quick", "--sizes", "200,1e3", "--repeat", "1", "--json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "vmbench itree failed: {stderr}");
+    let stdout = String::from_utf8(out.stdout).expect("stdout is UTF-8");
+    let mut seen = BTreeSet::new();
+    for line in stdout.lines() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        let imp = v["impl"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no impl: {line}"));
+        let op = v["op"].as_str().unwrap_or_else(|| panic!("no op: {line}"));
+        let n = v["n"].as_u64().unwrap_or_else(|| panic!("no n: {line}"));
+        let value = v["value"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no value: {line}"));
+        assert!(value.is_finite() && value > 0.0, "{line}");
+        assert_eq!(v["unit"].as_str(), Some("ops/s"), "{line}");
+        assert_eq!(v["threads"].as_u64(), Some(1), "{line}");
+        assert!(
+            seen.insert((imp.to_string(), op.to_string(), n)),
+            "repeated: {line}"
+        );
+    }
+    let mut want = BTreeSet::new();
+    for imp in ["rb", "btree"] {
+        for op in ["churn", "query_page", "query_first"] {
+            for n in [200, 1000] {
+                want.insert((imp.to_string(), op.to_string(), n));
+            }
+        }
+    }
+    assert_eq!(seen, want, "{stdout}");
+}
+
+#[test]
+fn itree_table_has_ratio_column_and_bad_input_fails() {
+    let out = vmbench(&[
+        "itree",
+        "--sizes",
+        "100",
+        "--repeat",
+        "1",
+        "--ops",
+        "query_first",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("btree/rb") && table.contains("query_first"),
+        "{table}"
+    );
+    assert!(!table.contains("│ churn"), "{table}");
+    assert_one_line_error(&["itree", "--sizes", "0"], "size 0");
+    assert_one_line_error(&["itree", "--repeat", "0"], "--repeat");
+    assert_one_line_error(&["itree", "--ops", "churn,nope"], "unknown op 'nope'");
+}
