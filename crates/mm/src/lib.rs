@@ -39,12 +39,16 @@ pub mod anon;
 mod errno;
 pub mod file;
 mod flags;
+pub mod imap;
 pub mod index;
+pub mod itree;
 pub mod layout;
+pub mod lock;
 pub mod lockstat;
 mod mm;
 pub mod procmaps;
 mod sync;
+pub mod topology;
 mod vma;
 mod vma_lock;
 
