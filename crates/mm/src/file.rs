@@ -3,6 +3,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crate::imap::{IMap, ImapConfig};
+
 /// How a file was opened and where it lives, which decides what `mmap`
 /// and `mprotect` allow (`EACCES` for a shared writable mapping of a file
 /// opened read-only, `EPERM` for `PROT_EXEC` on a `noexec` mount).
@@ -50,6 +52,7 @@ pub struct File {
     size: AtomicU64,
     mode: FileMode,
     id: u64,
+    imap: IMap,
 }
 
 /// The name `/proc/<pid>/maps` shows for shared anonymous memory.
@@ -63,14 +66,38 @@ impl File {
         File::with_mode(name, size, FileMode::default())
     }
 
-    /// A file opened with `mode`.
+    /// A file opened with `mode`, its reverse map in the default design.
     pub fn with_mode(name: impl Into<String>, size: u64, mode: FileMode) -> Arc<File> {
+        File::with_imap(name, size, mode, &ImapConfig::default())
+    }
+
+    /// A file opened with `mode` whose reverse map is kept as `imap` says.
+    ///
+    /// ```
+    /// use mm::imap::{ImapConfig, ImapDesign};
+    /// use mm::File;
+    /// let config = ImapConfig { design: ImapDesign::SplitLocked, ..ImapConfig::default() };
+    /// let f = File::with_imap("libc.so.6", 2 << 20, Default::default(), &config);
+    /// assert_eq!(f.imap().config().design, ImapDesign::SplitLocked);
+    /// ```
+    pub fn with_imap(
+        name: impl Into<String>,
+        size: u64,
+        mode: FileMode,
+        imap: &ImapConfig,
+    ) -> Arc<File> {
         Arc::new(File {
             name: name.into(),
             size: AtomicU64::new(size),
             mode,
             id: NEXT_FILE_ID.fetch_add(1, Ordering::Relaxed),
+            imap: IMap::new(imap),
         })
+    }
+
+    /// The file's reverse map (`i_mmap`): every VMA that maps it.
+    pub fn imap(&self) -> &IMap {
+        &self.imap
     }
 
     /// The path (or, for shared anonymous memory, `/dev/zero (deleted)`).

@@ -39,6 +39,7 @@ pub mod anon;
 mod errno;
 pub mod file;
 mod flags;
+pub mod imap;
 pub mod index;
 pub mod itree;
 pub mod layout;

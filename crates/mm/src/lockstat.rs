@@ -145,6 +145,30 @@ pub fn snapshot() -> LockStats {
     out
 }
 
+/// The calling thread's own counters so far: what a test or a benchmark
+/// worker measures without counting other threads' locking.
+///
+/// ```
+/// use mm::lockstat::{self, LockClass};
+/// let before = lockstat::thread_snapshot();
+/// let mm = mm::Mm::new(mm::MmConfig::default());
+/// assert_eq!(mm.map_count(), 0); // one mmap_lock acquisition, here
+/// let used = lockstat::thread_snapshot().since(&before);
+/// assert_eq!(used.class(LockClass::MmapLock).acquisitions, 1);
+/// ```
+pub fn thread_snapshot() -> LockStats {
+    let mut out = LockStats::default();
+    with_shard(|s| {
+        for (c, o) in s.counters.iter().zip(out.classes.iter_mut()) {
+            o.acquisitions = c[0].load(Ordering::Relaxed);
+            o.contended = c[1].load(Ordering::Relaxed);
+            o.wait_ns = c[2].load(Ordering::Relaxed);
+            o.max_wait_ns = c[3].load(Ordering::Relaxed);
+        }
+    });
+    out
+}
+
 fn with_shard(f: impl FnOnce(&Shard)) {
     SHARD.with(|cell| {
         let shard = cell.get_or_init(|| {

@@ -1,5 +1,6 @@
 //! The VMA: one mapped range of an address space, and its lock.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::anon::AnonLink;
@@ -37,7 +38,13 @@ pub struct Vma {
     file: Option<Arc<File>>,
     anon: OnceLock<AnonLink>,
     lock: VmaLock,
+    /// The i_mmap group of its file holding it, `UNLINKED` while it is in
+    /// none. Written only under the lock(s) the file's reverse map takes
+    /// for a change; read by checkers and by later changes to find it.
+    imap_group: AtomicU32,
 }
+
+const UNLINKED: u32 = u32::MAX;
 
 impl Vma {
     pub(crate) fn new(
@@ -61,6 +68,7 @@ impl Vma {
             file,
             anon: cell,
             lock: VmaLock::new(),
+            imap_group: AtomicU32::new(UNLINKED),
         }
     }
 
@@ -111,6 +119,21 @@ impl Vma {
         self.end
     }
 
+    /// The group of its file's reverse map ([`crate::imap`]) that holds
+    /// it, or `None` when it is not linked there (anonymous VMAs, and file
+    /// VMAs not, or no longer, in an address space).
+    pub fn imap_group(&self) -> Option<usize> {
+        match self.imap_group.load(Ordering::Relaxed) {
+            UNLINKED => None,
+            g => Some(g as usize),
+        }
+    }
+
+    pub(crate) fn set_imap_group(&self, group: Option<usize>) {
+        let g = group.map_or(UNLINKED, |g| u32::try_from(g).unwrap_or(UNLINKED - 1));
+        self.imap_group.store(g, Ordering::Relaxed)
+    }
+
     /// Length in bytes.
     pub fn len(&self) -> u64 {
         self.end - self.start
@@ -156,9 +179,22 @@ impl Vma {
         self.anon.get()
     }
 
-    /// Set the anon_vma link unless one is set; returns the link in force.
-    pub(crate) fn set_anon(&self, link: AnonLink) -> &AnonLink {
-        self.anon.get_or_init(|| link)
+    /// Set the anon_vma link, made by `make`, unless one is set (by a
+    /// racing fault); returns the link in force. Only the winner's `make`
+    /// runs, so only one link is ever made, and linked, per VMA.
+    pub(crate) fn set_anon_with(&self, make: impl FnOnce() -> AnonLink) -> &AnonLink {
+        self.anon.get_or_init(make)
+    }
+
+    /// The link of a VMA not yet published, to finalise it.
+    pub(crate) fn anon_mut(&mut self) -> Option<&mut AnonLink> {
+        self.anon.get_mut()
+    }
+
+    /// The page offsets it maps, `(first, last)` inclusive.
+    pub(crate) fn pages(&self) -> (u64, u64) {
+        let n = (self.end - self.start) >> PAGE_SHIFT;
+        (self.pgoff, self.pgoff.wrapping_add(n.saturating_sub(1)))
     }
 
     /// Mapped shared (`VM_MAYSHARE`).

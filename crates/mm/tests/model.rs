@@ -188,6 +188,7 @@ fn config(index: IndexKind, max_map_count: usize) -> MmConfig {
             ..Layout::default()
         },
         index,
+        ..MmConfig::default()
     }
 }
 
@@ -293,8 +294,8 @@ fn fork_copies_and_exit_empties() {
     let child = parent.fork();
     assert_eq!(child.maps(), parent.maps());
     let (p, c) = (parent.find_vma(a).unwrap(), child.find_vma(a).unwrap());
-    assert!(!p.anon().unwrap().inherited);
-    assert!(c.anon().unwrap().inherited);
+    assert!(!p.anon().unwrap().inherited());
+    assert!(c.anon().unwrap().inherited());
     child.exit();
     assert_eq!(child.map_count(), 0);
     assert_eq!(parent.map_count(), 1);

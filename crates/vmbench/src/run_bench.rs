@@ -30,8 +30,12 @@ use std::time::Duration;
 
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, Table};
+use mm::imap::ImapDesign;
+use mm::lock::LockKind;
 use mm::lockstat::LockClass;
+use mm::topology::{self, Topology};
 use mm::IndexKind;
+use std::sync::Arc;
 use serde::Serialize;
 
 use crate::report::Record;
@@ -106,6 +110,33 @@ pub struct RunArgs {
     #[arg(long)]
     pub resident_vmas: Option<String>,
 
+    /// i_mmap designs of the shared files, comma separated: single (one
+    /// tree, one rwsem), split (a tree per group, one rwsem), split-locked
+    /// (a tree and an rwsem per group), distributed (per-group locks under
+    /// a top-level rwsem), adaptive (single until contended, then
+    /// distributed). [default: single]
+    #[arg(long, value_delimiter = ',')]
+    pub imap: Option<Vec<String>>,
+
+    /// The lock of every i_mmap and anon_vma lock, comma separated: std
+    /// (the standard library's RwLock), rwsem (kernel-style), numa
+    /// (rwsem with per-node hand-off). [default: rwsem]
+    #[arg(long, value_delimiter = ',')]
+    pub lock: Option<Vec<String>>,
+
+    /// DESIGN §1.3's anon_vma rule, comma separated: on (an adjustment that
+    /// only moves a VMA's end takes no anon_vma lock), off (every
+    /// adjustment takes it). [default: on]
+    #[arg(long, value_delimiter = ',')]
+    pub anon_rule: Option<Vec<String>>,
+
+    /// The machine: host (this one's NUMA nodes and CPUs, workers pinned
+    /// one per CPU) or NxM, N emulated nodes of M CPUs mapped onto the
+    /// real ones (e.g. 12x32), which sets the i_mmap groups and the CPU
+    /// each worker runs as. [default: host]
+    #[arg(long)]
+    pub topology: Option<String>,
+
     /// Print one JSON object per configuration on stdout instead of a
     /// table.
     #[arg(long)]
@@ -131,6 +162,45 @@ pub struct RunConfig {
     pub resident_vmas: usize,
     /// Runs per configuration (the median is reported).
     pub repeat: usize,
+    /// i_mmap designs, in run order.
+    pub imaps: Vec<ImapDesign>,
+    /// Lock kinds, in run order.
+    pub locks: Vec<LockKind>,
+    /// anon_vma rule settings, in run order.
+    pub anon_rules: Vec<bool>,
+    /// The machine, real or emulated.
+    pub topology: Arc<Topology>,
+}
+
+impl RunConfig {
+    /// Every configuration of `workload` in `mode`, in run order: index,
+    /// i_mmap design, lock, anon rule, then worker count innermost.
+    pub fn specs(&self, workload: Workload, mode: Mode) -> Vec<Spec> {
+        let mut out = Vec::new();
+        for &index in &self.indexes {
+            for &imap in &self.imaps {
+                for &lock in &self.locks {
+                    for &anon_rule in &self.anon_rules {
+                        for &threads in &self.threads {
+                            out.push(Spec {
+                                workload,
+                                mode,
+                                index,
+                                threads,
+                                resident: self.resident,
+                                resident_vmas: self.resident_vmas,
+                                imap,
+                                lock,
+                                anon_rule,
+                                topology: Arc::clone(&self.topology),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
 }
 
 impl RunArgs {
@@ -195,6 +265,25 @@ impl RunArgs {
                 }
             },
         };
+        let imaps = match &self.imap {
+            Some(names) => parse_names(names, &ImapDesign::ALL, ImapDesign::name, "i_mmap design")?,
+            None => vec![ImapDesign::default()],
+        };
+        let locks = match &self.lock {
+            Some(names) => parse_names(names, &LockKind::ALL, LockKind::name, "lock")?,
+            None => vec![LockKind::default()],
+        };
+        let anon_rules = match &self.anon_rule {
+            Some(names) => parse_names(names, &[true, false], rule_name, "anon rule setting")?,
+            None => vec![true],
+        };
+        let topology = match self.topology.as_deref().map(str::trim) {
+            None | Some("host") => topology::host(),
+            Some(text) => Arc::new(
+                text.parse::<Topology>()
+                    .map_err(|e| BenchError(format!("--topology: {e}")))?,
+            ),
+        };
         Ok(RunConfig {
             workloads,
             modes,
@@ -204,7 +293,20 @@ impl RunArgs {
             resident: self.resident,
             resident_vmas,
             repeat,
+            imaps,
+            locks,
+            anon_rules,
+            topology,
         })
+    }
+}
+
+/// `--anon-rule`'s names for the rule's two settings.
+fn rule_name(on: bool) -> &'static str {
+    if on {
+        "on"
+    } else {
+        "off"
     }
 }
 
@@ -268,6 +370,10 @@ struct RunLine {
     cpu: Option<CpuLine>,
     repeat: usize,
     runs: Spread,
+    imap: &'static str,
+    lock: &'static str,
+    anon_rule: &'static str,
+    topology: String,
     locks: BTreeMap<&'static str, LockLine>,
 }
 
@@ -339,6 +445,10 @@ struct Row {
 }
 
 impl Row {
+    fn label(&self) -> String {
+        label(&self.spec)
+    }
+
     fn line(&self) -> RunLine {
         let locks = self
             .m
@@ -373,6 +483,10 @@ impl Row {
             }),
             repeat: self.repeat,
             runs: self.spread,
+            imap: self.spec.imap.name(),
+            lock: self.spec.lock.name(),
+            anon_rule: rule_name(self.spec.anon_rule),
+            topology: self.spec.topology.to_string(),
             locks,
         }
     }
@@ -402,37 +516,27 @@ pub fn main(args: &RunArgs) -> Result<(), BenchError> {
                 eprintln!("vmbench run: skipping {workload} in threads mode: {why}");
                 continue;
             }
-            for &index in &config.indexes {
-                for &threads in &config.threads {
-                    let spec = Spec {
-                        workload,
-                        mode,
-                        index,
-                        threads,
-                        resident: config.resident,
-                        resident_vmas: config.resident_vmas,
-                    };
-                    let (m, spread) = measure_median(&spec, &config)?;
-                    let row = Row {
-                        spec,
-                        m,
-                        repeat: config.repeat,
-                        spread,
-                    };
-                    eprintln!(
-                        "vmbench run: {workload} {} {index} x{threads}: {:.0} ops/s (cpu share {})",
-                        mode.name(),
-                        row.m.ops_per_sec(),
-                        format_share(row.m.cpu_share(threads)),
-                    );
-                    if args.json {
-                        serde_json::to_writer(&mut out, &row.line())
-                            .map_err(|e| write_err(e.into()))?;
-                        out.write_all(b"\n").map_err(write_err)?;
-                        out.flush().map_err(write_err)?;
-                    }
-                    rows.push(row);
+            for spec in config.specs(workload, mode) {
+                let (m, spread) = measure_median(&spec, &config)?;
+                let row = Row {
+                    spec,
+                    m,
+                    repeat: config.repeat,
+                    spread,
+                };
+                eprintln!(
+                    "vmbench run: {}: {:.0} ops/s (cpu share {})",
+                    row.label(),
+                    row.m.ops_per_sec(),
+                    format_share(row.m.cpu_share(row.spec.threads)),
+                );
+                if args.json {
+                    serde_json::to_writer(&mut out, &row.line())
+                        .map_err(|e| write_err(e.into()))?;
+                    out.write_all(b"\n").map_err(write_err)?;
+                    out.flush().map_err(write_err)?;
                 }
+                rows.push(row);
             }
         }
     }
@@ -448,21 +552,29 @@ pub fn main(args: &RunArgs) -> Result<(), BenchError> {
 fn measure_median(spec: &Spec, config: &RunConfig) -> Result<(Measurement, Spread), BenchError> {
     let mut runs = Vec::with_capacity(config.repeat);
     for _ in 0..config.repeat {
-        let m = harness::measure(spec, &config.timing).map_err(|e| {
-            BenchError(format!(
-                "{} {} {} x{}: {e}",
-                spec.workload,
-                spec.mode.name(),
-                spec.index,
-                spec.threads
-            ))
-        })?;
+        let m = harness::measure(spec, &config.timing)
+            .map_err(|e| BenchError(format!("{}: {e}", label(spec))))?;
         runs.push(m);
     }
     let rates: Vec<f64> = runs.iter().map(Measurement::ops_per_sec).collect();
     runs.sort_by(|a, b| a.ops_per_sec().total_cmp(&b.ops_per_sec()));
     let median = runs.swap_remove(runs.len() / 2);
     Ok((median, Spread::of(&rates)))
+}
+
+/// A configuration in one line, for progress and errors.
+fn label(s: &Spec) -> String {
+    format!(
+        "{} {} {} imap={} lock={} anon-rule={} topology={} x{}",
+        s.workload,
+        s.mode.name(),
+        s.index,
+        s.imap,
+        s.lock,
+        rule_name(s.anon_rule),
+        s.topology,
+        s.threads
+    )
 }
 
 fn format_share(share: Option<f64>) -> String {
@@ -479,6 +591,9 @@ fn render_table(rows: &[Row]) -> String {
         "workload",
         "mode",
         "index",
+        "imap",
+        "lock",
+        "rule",
         "threads",
         "ops/s",
         "vs fewest threads",
@@ -495,7 +610,8 @@ fn render_table(rows: &[Row]) -> String {
         let base = rows
             .iter()
             .filter(|r| {
-                (r.spec.workload, r.spec.mode, r.spec.index) == (s.workload, s.mode, s.index)
+                let key = |s: &Spec| (s.workload, s.mode, s.index, s.imap, s.lock, s.anon_rule);
+                key(&r.spec) == key(s)
             })
             .min_by_key(|r| r.spec.threads)
             .filter(|b| b.spec.threads < s.threads && b.m.ops_per_sec() > 0.0);
@@ -512,6 +628,9 @@ fn render_table(rows: &[Row]) -> String {
             s.workload.name().to_string(),
             s.mode.name().to_string(),
             s.index.name().to_string(),
+            s.imap.name().to_string(),
+            s.lock.name().to_string(),
+            rule_name(s.anon_rule).to_string(),
             s.threads.to_string(),
             format!("{:.0}", row.m.ops_per_sec()),
             scaling,
@@ -522,7 +641,7 @@ fn render_table(rows: &[Row]) -> String {
         cells.push(format_share(row.m.cpu_share(s.threads)));
         table.add_row(cells);
     }
-    for column in table.column_iter_mut().skip(3) {
+    for column in table.column_iter_mut().skip(6) {
         column.set_cell_alignment(CellAlignment::Right);
     }
     table.to_string()

@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use crate::anon::{AnonLink, AnonVma};
 use crate::file::File;
 use crate::flags::{page_align, MapFlags, Prot, VmFlags, PAGE_SHIFT, PAGE_SIZE};
 use crate::vma::Vma;
@@ -58,14 +57,14 @@ impl Mm {
     pub fn fork(&self) -> Mm {
         let st = self.state.write();
         let mut vmas = Vec::with_capacity(st.index.len());
+        // A child's file VMA goes into its parent VMA's i_mmap group.
+        let mut hints = Vec::with_capacity(st.index.len());
         st.index.for_each(&mut |v| {
             if v.flags().contains(VmFlags::DONTCOPY) {
                 return;
             }
-            let anon = v.anon().map(|_| AnonLink {
-                anon_vma: AnonVma::new(),
-                inherited: true,
-            });
+            hints.push(v.imap_group().and_then(|g| u32::try_from(g).ok()));
+            let anon = v.anon().map(|l| l.fork(v.pages()));
             vmas.push(Arc::new(Vma::new(
                 v.start(),
                 v.end(),
@@ -78,6 +77,7 @@ impl Mm {
         let config = MmConfig {
             layout: self.layout.clone(),
             index: self.kind,
+            anon: st.anon,
         };
         Mm::with_state(
             config,
@@ -87,9 +87,11 @@ impl Mm {
                 brk: st.brk,
                 start_stack: st.start_stack,
                 max_map_count: 0,
+                anon: st.anon,
                 exec_only_pkey: st.exec_only_pkey,
             },
             &vmas,
+            &hints,
         )
     }
 

@@ -47,7 +47,7 @@ fn mergeable_vma(tgt: &Vma, flags: VmFlags, file: Option<&Arc<File>>) -> bool {
 fn mergeable_anon(tgt: Option<&AnonLink>, src: Option<&AnonLink>, src_inherited: bool) -> bool {
     match (tgt, src) {
         (None, Some(_)) => !src_inherited,
-        (Some(t), None) => !t.inherited,
+        (Some(t), None) => !t.inherited(),
         _ => AnonLink::same(tgt, src),
     }
 }
@@ -128,7 +128,7 @@ impl State {
         let file = middle.file();
         let pgoff = middle.pgoff_at(start);
         let anon = middle.anon();
-        let inherited = anon.is_some_and(|a| a.inherited);
+        let inherited = anon.is_some_and(|a| a.inherited());
         let prev = prev.filter(|prev| {
             left_side
                 && prev.end() == start
@@ -214,7 +214,7 @@ impl State {
         }
         fn reusable(old: &Vma) -> Option<Arc<AnonVma>> {
             old.anon()
-                .filter(|l| !l.inherited)
+                .filter(|l| !l.inherited())
                 .map(|l| Arc::clone(&l.anon_vma))
         }
         if let Some(next) = self.starting_at(vma.end()) {

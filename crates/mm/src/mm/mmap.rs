@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::anon::{AnonLink, AnonVma};
+use crate::anon::AnonLink;
 use crate::file::{File, FileMode, SHMEM_ZERO};
 use crate::flags::{page_align, MapFlags, Prot, VmFlags, PAGE_SHIFT, PAGE_SIZE};
 use crate::vma::Vma;
@@ -291,10 +291,9 @@ impl State {
         if vma.anon().is_some() {
             return;
         }
-        let anon_vma = self.mergeable_anon_vma(vma).unwrap_or_else(AnonVma::new);
-        vma.set_anon(AnonLink {
-            anon_vma,
-            inherited: false,
+        vma.set_anon_with(|| {
+            let shared = self.mergeable_anon_vma(vma);
+            AnonLink::prepare(shared, self.anon.lock, vma.pages())
         });
     }
 }

@@ -12,9 +12,10 @@ use std::time::Instant;
 
 use maple::MapleTree;
 
-use crate::anon::{AnonLink, AnonVma};
+use crate::anon::{self, AnonConfig, AnonLink};
 use crate::file::File;
 use crate::flags::VmFlags;
+use crate::imap::Link;
 use crate::index::{IndexKind, Trusted, VmaIndex};
 use crate::layout::Layout;
 use crate::lockstat::{self, LockClass};
@@ -43,6 +44,8 @@ pub struct MmConfig {
     pub layout: Layout,
     /// Which VMA index to keep the VMAs in.
     pub index: IndexKind,
+    /// The anon_vma lock and rule.
+    pub anon: AnonConfig,
 }
 
 /// An address space: VMAs in an index, an `mmap_lock`, and the heap and
@@ -82,6 +85,8 @@ pub(crate) struct State {
     pub(crate) brk: u64,
     pub(crate) start_stack: u64,
     pub(crate) max_map_count: usize,
+    /// How VMAs' anon_vmas are locked.
+    pub(crate) anon: AnonConfig,
     /// The execute-only protection key, once allocated
     /// (`mm->context.execute_only_pkey`).
     pub(crate) exec_only_pkey: Option<u8>,
@@ -98,8 +103,10 @@ impl Mm {
                 brk: 0,
                 start_stack: 0,
                 max_map_count: 0,
+                anon: AnonConfig::default(),
                 exec_only_pkey: None,
             },
+            &[],
             &[],
         )
     }
@@ -108,14 +115,22 @@ impl Mm {
         config: MmConfig,
         state: impl FnOnce(Box<dyn VmaIndex>) -> State,
         vmas: &[Arc<Vma>],
+        hints: &[Option<u32>],
     ) -> Mm {
         let mut index = config.index.build();
         index
             .replace(&[], vmas)
             .expect("the VMAs of a new address space are ordered and disjoint");
         let lockless = index.lockless();
+        for (i, vma) in vmas.iter().enumerate() {
+            if let Some(file) = vma.file() {
+                let hint = hints.get(i).copied().flatten();
+                file.imap().update(&[], &[Link { vma, hint }]);
+            }
+        }
         let mut state = state(index);
         state.max_map_count = config.layout.max_map_count;
+        state.anon = config.anon;
         Mm {
             layout: config.layout,
             kind: config.index,
@@ -184,10 +199,13 @@ impl Mm {
             } else {
                 m.start >> crate::PAGE_SHIFT
             };
-            let anon = e.has_anon_pages.then(|| AnonLink {
-                anon_vma: AnonVma::new(),
-                inherited: false,
-            });
+            let pages = (
+                pgoff,
+                pgoff.wrapping_add(((m.end - m.start) >> crate::PAGE_SHIFT) - 1),
+            );
+            let anon = e
+                .has_anon_pages
+                .then(|| AnonLink::prepare(None, config.anon.lock, pages));
             vmas.push(Arc::new(Vma::new(m.start, m.end, flags, pgoff, file, anon)));
         }
         Ok(Mm::with_state(
@@ -198,9 +216,11 @@ impl Mm {
                 brk,
                 start_stack,
                 max_map_count: 0,
+                anon: AnonConfig::default(),
                 exec_only_pkey: None,
             },
             &vmas,
+            &[],
         ))
     }
 
@@ -249,7 +269,8 @@ impl Mm {
     }
 
     /// Check the index's invariants and that VMAs are ordered, disjoint,
-    /// page-aligned and inside the address space.
+    /// page-aligned and inside the address space, and that each file VMA
+    /// is linked in its file's reverse map (and no other VMA is).
     pub fn validate(&self) -> Result<(), String> {
         let st = self.state.read();
         st.index.validate()?;
@@ -265,6 +286,15 @@ impl Mm {
                     || v.end() > self.layout.task_size)
             {
                 err = Some(format!("bad VMA [{:#x}, {:#x})", v.start(), v.end()));
+            }
+            if err.is_none() && v.file().is_some() != v.imap_group().is_some() {
+                err = Some(format!(
+                    "VMA [{:#x}, {:#x}) file {} but i_mmap group {:?}",
+                    v.start(),
+                    v.end(),
+                    v.file().is_some(),
+                    v.imap_group()
+                ));
             }
             if v.lock().is_write_locked() && err.is_none() {
                 err = Some(format!(
@@ -282,6 +312,18 @@ impl Mm {
             return Err(format!("index len {} but {count} VMAs", st.index.len()));
         }
         Ok(())
+    }
+}
+
+impl Drop for Mm {
+    /// An address space that goes away unlinks its file VMAs from their
+    /// files' reverse maps, as `exit_mmap` does: a file must not keep a
+    /// dead process's VMAs (nor, through them, itself) alive.
+    fn drop(&mut self) {
+        let st = self.state.get_mut();
+        let all = st.vmas();
+        relink_files(&all, &[]);
+        relink_anon(&all, &mut [], st.anon.rule);
     }
 }
 
@@ -331,15 +373,17 @@ impl State {
     /// Replace `old` by `new` in the index: claim each old VMA's lock (so
     /// a fault holding it finishes and later faults fall back to
     /// `mmap_lock`), then publish.
-    pub(crate) fn commit(&mut self, old: &[Arc<Vma>], new: Vec<Vma>) -> Vec<Arc<Vma>> {
+    pub(crate) fn commit(&mut self, old: &[Arc<Vma>], mut new: Vec<Vma>) -> Vec<Arc<Vma>> {
         for v in old {
             v.lock().write_lock();
         }
+        relink_anon(old, &mut new, self.anon.rule);
         let new: Vec<Arc<Vma>> = new.into_iter().map(Arc::new).collect();
         // Every edit replaces VMAs it just read from the index by disjoint
         // pieces of the same ranges or of free space: replace's conditions
         // hold by construction, so its O(k log n) check is skipped.
         self.index.replace_trusted(old, &new, Trusted(()));
+        relink_files(old, &new);
         new
     }
 
@@ -403,6 +447,54 @@ impl State {
     }
 }
 
+/// Keep the anon_vma chains in step with an edit that replaces `old` by
+/// `new` (see [`anon::relink`] for which edits take the lock).
+pub(crate) fn relink_anon(old: &[Arc<Vma>], new: &mut [Vma], rule: bool) {
+    let olds: Vec<(&AnonLink, anon::Pages)> = old
+        .iter()
+        .filter_map(|v| v.anon().map(|l| (l, v.pages())))
+        .collect();
+    let mut news: Vec<(&mut AnonLink, anon::Pages)> = new
+        .iter_mut()
+        .filter_map(|v| {
+            let pages = v.pages();
+            v.anon_mut().map(|l| (l, pages))
+        })
+        .collect();
+    if !olds.is_empty() || !news.is_empty() {
+        anon::relink(&olds, &mut news, rule);
+    }
+}
+
+/// Keep the files' reverse maps in step with an edit that replaced `old`
+/// by `new`: per file, one [`IMap`](crate::imap::IMap) change that
+/// unlinks its old VMAs and links its new ones, as the kernel takes
+/// `i_mmap_rwsem` once around a VMA adjustment. A new VMA goes into the
+/// group of an old VMA of the same file, so a split, merge or move keeps
+/// its group; a VMA with no predecessor is placed by the map's policy.
+pub(crate) fn relink_files(old: &[Arc<Vma>], new: &[Arc<Vma>]) {
+    let mut files: Vec<&Arc<File>> = Vec::new();
+    for f in old.iter().chain(new).filter_map(|v| v.file()) {
+        if !files.iter().any(|g| Arc::ptr_eq(g, f)) {
+            files.push(f);
+        }
+    }
+    for file in files {
+        let same = |v: &&Arc<Vma>| v.file().is_some_and(|f| Arc::ptr_eq(f, file));
+        let removes: Vec<&Arc<Vma>> = old.iter().filter(same).collect();
+        let hint = removes
+            .iter()
+            .find_map(|v| v.imap_group())
+            .and_then(|g| u32::try_from(g).ok());
+        let links: Vec<Link<'_>> = new
+            .iter()
+            .filter(same)
+            .map(|vma| Link { vma, hint })
+            .collect();
+        file.imap().update(&removes, &links);
+    }
+}
+
 /// `mmap_lock`: a reader-writer lock that counts its acquisitions and
 /// waits in the `mmap_lock` lock class.
 pub(crate) struct MmapLock<T> {
@@ -414,6 +506,10 @@ impl<T> MmapLock<T> {
         MmapLock {
             inner: RwLock::new(value),
         }
+    }
+
+    fn get_mut(&mut self) -> &mut T {
+        self.inner.get_mut().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(crate) fn read(&self) -> RwLockReadGuard<'_, T> {

@@ -342,6 +342,7 @@ impl Pair {
             let config = MmConfig {
                 layout: setup.layout.clone(),
                 index: kind,
+                ..MmConfig::default()
             };
             let mm = Mm::from_smaps(config, &smaps, start_brk, child.brk0, start_stack, &files)
                 .map_err(|e| format!("Mm::from_smaps: {e}"))?;

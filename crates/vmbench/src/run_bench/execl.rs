@@ -37,6 +37,7 @@
 use std::sync::Arc;
 
 use mm::file::FileMode;
+use mm::imap::ImapConfig;
 use mm::{Access, File, Image, IndexKind, MapFlags, Mm, MmConfig, Prot, Segment, PAGE_SIZE};
 
 /// Libc file VMAs held by idle processes unless `--resident-vmas` says
@@ -255,7 +256,17 @@ fn read_only() -> FileMode {
 impl Program {
     /// The program with fresh files; its address spaces use `index`.
     pub fn new(index: IndexKind) -> Program {
-        let open = |elf: &Elf| File::with_mode(elf.path, elf.size, read_only());
+        let config = MmConfig {
+            index,
+            ..MmConfig::default()
+        };
+        Program::with_config(config, &ImapConfig::default())
+    }
+
+    /// The program, its address spaces built with `config` and its files'
+    /// reverse maps kept as `imap` says.
+    pub fn with_config(config: MmConfig, imap: &ImapConfig) -> Program {
+        let open = |elf: &Elf| File::with_imap(elf.path, elf.size, read_only(), imap);
         let exe = open(&TRUE);
         let ld_so = open(&LD_SO);
         let image = Image {
@@ -264,13 +275,10 @@ impl Program {
             stack_size: STACK_SIZE,
         };
         Program {
-            ld_so_cache: File::with_mode(LD_SO_CACHE.0, LD_SO_CACHE.1, read_only()),
+            ld_so_cache: File::with_imap(LD_SO_CACHE.0, LD_SO_CACHE.1, read_only(), imap),
             libc: open(&LIBC),
             image,
-            config: MmConfig {
-                index,
-                ..MmConfig::default()
-            },
+            config,
         }
     }
 

@@ -10,11 +10,15 @@
 //! mixed in.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Barrier;
+use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use mm::lockstat::{self, LockStats};
+use mm::anon::AnonConfig;
+use mm::imap::{ImapConfig, ImapDesign};
+use mm::lock::LockKind;
+use mm::topology::{self, Topology};
 use mm::{Access, IndexKind, Mm, MmConfig, PAGE_SIZE};
 
 use super::execl::{Process, Program};
@@ -47,7 +51,7 @@ impl Mode {
 }
 
 /// One configuration to measure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Spec {
     /// What each worker does.
     pub workload: Workload,
@@ -62,6 +66,15 @@ pub struct Spec {
     pub resident: usize,
     /// `execl`: libc file VMAs held by idle processes through the run.
     pub resident_vmas: usize,
+    /// The i_mmap design of the files workers share.
+    pub imap: ImapDesign,
+    /// The lock of every i_mmap and anon_vma lock.
+    pub lock: LockKind,
+    /// DESIGN §1.3's anon_vma rule.
+    pub anon_rule: bool,
+    /// The machine the i_mmap groups and the workers' CPUs come from, real
+    /// or emulated.
+    pub topology: Arc<Topology>,
 }
 
 impl Spec {
@@ -73,6 +86,45 @@ impl Spec {
             Workload::Execl => self.resident_vmas,
             _ => self.resident,
         }
+    }
+
+    /// How every address space of the run is built.
+    pub fn mm_config(&self) -> MmConfig {
+        MmConfig {
+            index: self.index,
+            anon: AnonConfig {
+                rule: self.anon_rule,
+                lock: self.lock,
+            },
+            ..MmConfig::default()
+        }
+    }
+
+    /// How the reverse map of every shared file of the run is kept.
+    pub fn imap_config(&self) -> ImapConfig {
+        ImapConfig {
+            design: self.imap,
+            lock: self.lock,
+            topology: Some(Arc::clone(&self.topology)),
+            ..ImapConfig::default()
+        }
+    }
+
+    /// The (virtual) CPU worker `id` runs as, and whether it is pinned to
+    /// the real CPU behind it. On the host's topology worker `i` is pinned
+    /// to CPU `i`; on an emulated one the workers are spread over the
+    /// nodes first (worker `i` on node `i mod nodes`), so that two workers
+    /// are as far apart as the emulated machine allows, and not pinned:
+    /// several virtual CPUs share each real one.
+    pub fn vcpu(&self, id: usize) -> (usize, bool) {
+        let t = &self.topology;
+        if !t.is_emulated() {
+            return (id % t.nr_cpus().max(1), true);
+        }
+        let nodes = t.nr_nodes().max(1);
+        let per_node = (t.nr_cpus() / nodes).max(1);
+        let node = id % nodes;
+        (node * per_node + (id / nodes) % per_node, false)
     }
 }
 
@@ -223,7 +275,7 @@ impl Fixture {
             ));
         }
         let mut fixture = Fixture {
-            spec: *spec,
+            spec: spec.clone(),
             spaces: Vec::new(),
             parent: None,
             program: None,
@@ -231,7 +283,7 @@ impl Fixture {
         };
         match spec.workload {
             Workload::Execl => {
-                let program = Program::new(spec.index);
+                let program = Program::with_config(spec.mm_config(), &spec.imap_config());
                 fixture.idle = program.idle_population(spec.resident_vmas)?;
                 fixture.program = Some(program);
             }
@@ -247,7 +299,24 @@ impl Fixture {
                         .fault(addr, Access::Write)
                         .map_err(|e| format!("aim7-brk: parent's heap fault failed: {e}"))?;
                 }
-                fixture.spaces = (0..spec.threads).map(|_| parent.fork()).collect();
+                // A forked heap VMA cannot grow in place (its anon_vma
+                // chain is not singular, so the kernel's
+                // is_mergeable_anon_vma refuses the merge): a task's first
+                // allocation makes a heap VMA of its own, whose first
+                // write fault gives it an anon_vma of its own (the
+                // inherited neighbour's cannot be shared either). That VMA is the one the task then grows
+                // and shrinks at its end, which is what the §1.3 rule is
+                // about.
+                for _ in 0..spec.threads {
+                    let task = parent.fork();
+                    let own = top + PAGE_SIZE;
+                    if task.brk(own) != own {
+                        return Err("aim7-brk: a task's first brk was refused".to_string());
+                    }
+                    task.fault(top, Access::Write)
+                        .map_err(|e| format!("aim7-brk: a task's first heap fault failed: {e}"))?;
+                    fixture.spaces.push(task);
+                }
                 fixture.parent = Some(parent);
             }
             _ => {
@@ -318,9 +387,20 @@ pub fn measure(spec: &Spec, timing: &Timing) -> Result<Measurement, String> {
     thread::scope(|s| {
         let workers: Vec<_> = jobs
             .into_iter()
-            .map(|job| {
+            .enumerate()
+            .map(|(id, job)| {
                 let ctl = &ctl;
-                s.spawn(move || worker(ctl, job))
+                let (vcpu, pin) = spec.vcpu(id);
+                let topo = &spec.topology;
+                s.spawn(move || {
+                    // A worker that cannot run where it should still takes
+                    // part in every barrier, and reports why afterwards.
+                    let bound = topology::bind(topo, vcpu, pin)
+                        .map_err(|e| format!("worker {id}: binding to CPU {vcpu}: {e}"));
+                    let result = worker(ctl, job, bound.is_err());
+                    topology::unbind();
+                    bound.and(result)
+                })
             })
             .collect();
         let (elapsed, locks) = control(&ctl, timing);
@@ -358,10 +438,7 @@ pub fn measure(spec: &Spec, timing: &Timing) -> Result<Measurement, String> {
 
 /// A fresh address space with the resident population and a heap base.
 fn build_mm(spec: &Spec) -> Result<Mm, String> {
-    let mm = Mm::new(MmConfig {
-        index: spec.index,
-        ..MmConfig::default()
-    });
+    let mm = Mm::new(spec.mm_config());
     resident::populate(&mm, spec.resident)?;
     mm.set_brk_base(HEAP_BASE);
     Ok(mm)
@@ -394,8 +471,15 @@ fn control(ctl: &Control, timing: &Timing) -> (Duration, LockStats) {
 /// the timed interval and its scheduler times then. After an error it
 /// keeps meeting the barriers (doing no work) so the controller and the
 /// other workers never wait forever.
-fn worker(ctl: &Control, mut job: Job<'_>) -> Result<(u64, Option<CpuTime>), String> {
+fn worker(
+    ctl: &Control,
+    mut job: Job<'_>,
+    unbound: bool,
+) -> Result<(u64, Option<CpuTime>), String> {
     let mut error = None;
+    if unbound {
+        ctl.fail();
+    }
     ctl.barrier.wait();
     if let Err(e) = run_phase(ctl, &mut job) {
         ctl.fail();
@@ -501,14 +585,22 @@ mod tests {
         assert_eq!(parent.brk_value(), heap_top);
         assert!(parent.find_vma(HEAP_BASE).unwrap().anon().is_some());
         assert_eq!(f.spaces().len(), 3);
+        let parent_anon = &parent.find_vma(HEAP_BASE).unwrap().anon().unwrap().anon_vma;
         for task in f.spaces() {
-            assert_eq!(task.maps(), parent.maps());
+            assert_eq!(task.map_count(), parent.map_count() + 1);
             let heap = task.find_vma(HEAP_BASE).unwrap();
-            assert!(heap.anon().is_some_and(|a| a.inherited));
+            assert!(heap.anon().is_some_and(|a| a.inherited()));
+            // The task's own heap VMA: one page with an anon_vma of its
+            // own (the inherited neighbour's cannot be shared).
+            let own = task.find_vma(heap_top).unwrap();
+            assert_eq!((own.start(), own.end()), (heap_top, heap_top + PAGE_SIZE));
+            let link = own.anon().unwrap();
+            assert!(!link.inherited());
+            assert!(!std::sync::Arc::ptr_eq(&link.anon_vma, parent_anon));
         }
         let mut job = f.job(2).unwrap();
         assert_eq!(job.step().unwrap(), 1);
-        assert_eq!(f.spaces()[2].brk_value(), heap_top);
+        assert_eq!(f.spaces()[2].brk_value(), heap_top + PAGE_SIZE);
     }
 
     #[test]

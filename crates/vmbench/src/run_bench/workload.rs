@@ -47,9 +47,10 @@ pub enum Workload {
     /// op is one exec. Processes mode only.
     Execl,
     /// AIM7's brk test: tasks forked from one parent (which stays alive,
-    /// so they share its anon_vmas) grow their inherited heap by a page,
-    /// write it, and shrink it back. One op is one grow plus one shrink.
-    /// Processes mode only.
+    /// so they share its anon_vmas) grow their heap by a page, write it,
+    /// and shrink it back: an end-only adjustment of the heap VMA each
+    /// task made with its first allocation (an inherited VMA cannot grow
+    /// in place). One op is one grow plus one shrink. Processes mode only.
     Aim7Brk,
 }
 
@@ -337,15 +338,19 @@ mod tests {
     }
 
     #[test]
-    fn aim7_brk_moves_only_the_end_of_the_inherited_heap() {
+    fn aim7_brk_moves_only_the_end_of_the_task_heap() {
         let parent = Mm::new(MmConfig::default());
         parent.set_brk_base(HEAP_BASE);
         let top = HEAP_BASE + 4 * PAGE_SIZE;
         assert_eq!(parent.brk(top), top);
         parent.fault(HEAP_BASE, Access::Write).unwrap();
         let child = parent.fork();
+        // The task's first allocation: a heap VMA of its own (see
+        // `Fixture::build`).
+        assert_eq!(child.brk(top + PAGE_SIZE), top + PAGE_SIZE);
+        child.fault(top, Access::Write).unwrap();
         let anon_id = |mm: &Mm| {
-            mm.find_vma(HEAP_BASE)
+            mm.find_vma(top)
                 .and_then(|v| v.anon().map(|a| a.anon_vma.id()))
         };
         let before = anon_id(&child);
@@ -355,11 +360,12 @@ mod tests {
             assert_eq!(job.step().unwrap(), 1);
         }
         job.finish().unwrap();
-        assert_eq!(child.brk_value(), top);
-        let heap = child.find_vma(HEAP_BASE).unwrap();
-        assert_eq!((heap.start(), heap.end()), (HEAP_BASE, top));
-        // Still the anon_vma the fork gave the heap.
+        assert_eq!(child.brk_value(), top + PAGE_SIZE);
+        let own = child.find_vma(top).unwrap();
+        assert_eq!((own.start(), own.end()), (top, top + PAGE_SIZE));
+        // Grown and shrunk in place: still the anon_vma its first fault
+        // gave it, and no VMA left over.
         assert_eq!(anon_id(&child), before);
-        assert_eq!(child.map_count(), 1);
+        assert_eq!(child.map_count(), 2);
     }
 }

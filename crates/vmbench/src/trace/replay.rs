@@ -113,7 +113,11 @@ pub fn replay(trace: &Trace, index: IndexKind) -> Outcome {
                 layout.bottom_up = trace.sysctl.legacy_va_layout;
                 layout.overcommit_never = trace.sysctl.overcommit_memory == 2;
                 layout.thp_align = trace.sysctl.thp;
-                let config = MmConfig { layout, index };
+                let config = MmConfig {
+                    layout,
+                    index,
+                    ..MmConfig::default()
+                };
                 let mut entries = Vec::new();
                 let mut anon = BTreeSet::new();
                 let mut stacks = Vec::new();

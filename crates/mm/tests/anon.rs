@@ -1,0 +1,159 @@
+//! anon_vma chains and the §1.3 locking rule, counted with the calling
+//! thread's lock statistics.
+
+use std::sync::Arc;
+
+use mm::anon::AnonConfig;
+use mm::lockstat::{self, LockClass};
+use mm::{Access, MapFlags, Mm, MmConfig, Prot, PAGE_SIZE};
+
+const HEAP: u64 = 0x5555_5555_8000;
+
+fn mm(rule: bool) -> Mm {
+    Mm::new(MmConfig {
+        anon: AnonConfig {
+            rule,
+            ..AnonConfig::default()
+        },
+        ..MmConfig::default()
+    })
+}
+
+/// anon_vma lock acquisitions `f` makes on this thread.
+fn anon_locks(f: impl FnOnce()) -> u64 {
+    let before = lockstat::thread_snapshot();
+    f();
+    lockstat::thread_snapshot()
+        .since(&before)
+        .class(LockClass::AnonVma)
+        .acquisitions
+}
+
+/// A parent with a faulted heap and a forked child, as aim7's tasks, and
+/// the child's break after its first own allocation.
+///
+/// The inherited heap VMA cannot grow in place (its chain is not singular:
+/// the kernel's `is_mergeable_anon_vma` keeps forked VMAs from merging),
+/// so the child's first `brk` makes a VMA of its own, whose first write
+/// fault gives it an anon_vma of its own: that VMA is the one that then
+/// grows and shrinks at its end.
+fn parent_and_child(rule: bool) -> (Mm, Mm, u64) {
+    let parent = mm(rule);
+    parent.set_brk_base(HEAP);
+    let base = parent.brk(0);
+    assert_eq!(parent.brk(base + 4 * PAGE_SIZE), base + 4 * PAGE_SIZE);
+    parent.fault(base, Access::Write).unwrap();
+    let child = parent.fork();
+    let top = base + 5 * PAGE_SIZE;
+    assert_eq!(child.brk(top), top);
+    assert_eq!(
+        child.map_count(),
+        2,
+        "the inherited heap does not grow in place"
+    );
+    let n = anon_locks(|| {
+        child.fault(top - PAGE_SIZE, Access::Write).unwrap();
+    });
+    assert_eq!(n, 1, "anon_vma_prepare links the new VMA");
+    (parent, child, top)
+}
+
+#[test]
+fn end_only_heap_growth_and_shrink_take_no_lock_with_the_rule() {
+    let (_parent, child, top) = parent_and_child(true);
+    for _ in 0..10 {
+        let n = anon_locks(|| {
+            assert_eq!(child.brk(top + PAGE_SIZE), top + PAGE_SIZE);
+            child.fault(top, Access::Write).unwrap();
+        });
+        assert_eq!(n, 0, "growth");
+        let n = anon_locks(|| assert_eq!(child.brk(top), top));
+        assert_eq!(n, 0, "shrink");
+    }
+    child.validate().unwrap();
+}
+
+#[test]
+fn without_the_rule_every_growth_and_shrink_takes_the_lock_once() {
+    let (_parent, child, top) = parent_and_child(false);
+    for _ in 0..10 {
+        let n = anon_locks(|| {
+            assert_eq!(child.brk(top + PAGE_SIZE), top + PAGE_SIZE);
+            child.fault(top, Access::Write).unwrap();
+        });
+        assert_eq!(n, 1, "growth");
+        let n = anon_locks(|| assert_eq!(child.brk(top), top));
+        assert_eq!(n, 1, "shrink");
+    }
+}
+
+#[test]
+fn fork_chains_the_child_to_the_parent_anon_vma() {
+    let (parent, child, _) = parent_and_child(true);
+    let p = parent.find_vma(HEAP).unwrap();
+    let c = child.find_vma(HEAP).unwrap();
+    let (pl, cl) = (p.anon().unwrap(), c.anon().unwrap());
+    assert!(!pl.inherited());
+    assert!(cl.inherited());
+    assert_eq!(cl.chain().len(), 2);
+    assert!(Arc::ptr_eq(&cl.chain()[1], &pl.anon_vma));
+    assert!(Arc::ptr_eq(cl.anon_vma.parent().unwrap(), &pl.anon_vma));
+    assert!(Arc::ptr_eq(cl.anon_vma.root(), &pl.anon_vma));
+    // The parent's anon_vma finds both VMAs; the child's only its own.
+    let range = (HEAP >> 12, (HEAP >> 12) + 3);
+    assert_eq!(pl.anon_vma.entries(), vec![range, range]);
+    assert_eq!(cl.anon_vma.entries(), vec![range]);
+    drop(child);
+    assert_eq!(pl.anon_vma.entries(), vec![range], "exit unlinks the child");
+}
+
+#[test]
+fn inserts_start_moves_and_imports_take_the_lock_even_with_the_rule() {
+    let rw = Prot::READ | Prot::WRITE;
+    let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+    let m = mm(true);
+    let a = m.mmap(0, 8 * PAGE_SIZE, rw, anon, None, 0).unwrap();
+    // Insert: the first write fault links the VMA.
+    assert_eq!(
+        anon_locks(|| {
+            m.fault(a, Access::Write).unwrap();
+        }),
+        1
+    );
+    // Changing the middle splits twice (as the kernel's two split_vma
+    // calls do), each inserting a piece.
+    assert_eq!(
+        anon_locks(|| m
+            .mprotect(a + 2 * PAGE_SIZE, 2 * PAGE_SIZE, Prot::READ)
+            .unwrap()),
+        2
+    );
+    assert_eq!(m.map_count(), 3);
+    // Merging back imports the neighbours' pages: their entries go.
+    assert_eq!(
+        anon_locks(|| m.mprotect(a + 2 * PAGE_SIZE, 2 * PAGE_SIZE, rw).unwrap()),
+        1
+    );
+    assert_eq!(m.map_count(), 1);
+    // Unmapping the front moves the start: rekeyed under the lock.
+    assert_eq!(anon_locks(|| m.munmap(a, PAGE_SIZE).unwrap()), 1);
+    // Unmapping the back only moves the end: no lock.
+    assert_eq!(
+        anon_locks(|| m.munmap(a + 7 * PAGE_SIZE, PAGE_SIZE).unwrap()),
+        0
+    );
+    // A flags-only change of the whole VMA touches no entry.
+    assert_eq!(
+        anon_locks(|| m
+            .mprotect(a + PAGE_SIZE, 6 * PAGE_SIZE, Prot::READ)
+            .unwrap()),
+        0
+    );
+    let v = m.find_vma(a + PAGE_SIZE).unwrap();
+    let first = (a >> 12) + 1;
+    assert_eq!(
+        v.anon().unwrap().anon_vma.entries(),
+        vec![(first, first + 5)]
+    );
+    m.validate().unwrap();
+}
