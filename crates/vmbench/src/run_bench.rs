@@ -35,8 +35,8 @@ use mm::lock::LockKind;
 use mm::lockstat::LockClass;
 use mm::topology::{self, Topology};
 use mm::IndexKind;
-use std::sync::Arc;
 use serde::Serialize;
+use std::sync::Arc;
 
 use crate::report::Record;
 use crate::tree_bench::{parse_names, BenchError};

@@ -38,7 +38,7 @@ use std::sync::Arc;
 
 use mm::file::FileMode;
 use mm::imap::ImapConfig;
-use mm::{Access, File, Image, IndexKind, MapFlags, Mm, MmConfig, Prot, Segment, PAGE_SIZE};
+use mm::{Access, File, Image, MapFlags, Mm, MmConfig, Prot, Segment, PAGE_SIZE};
 
 /// Libc file VMAs held by idle processes unless `--resident-vmas` says
 /// otherwise: the size at which libc's i_mmap lock dominates exec-heavy
@@ -255,7 +255,8 @@ fn read_only() -> FileMode {
 
 impl Program {
     /// The program with fresh files; its address spaces use `index`.
-    pub fn new(index: IndexKind) -> Program {
+    #[cfg(test)]
+    pub fn new(index: mm::IndexKind) -> Program {
         let config = MmConfig {
             index,
             ..MmConfig::default()
@@ -481,6 +482,7 @@ fn protect_relro(mm: &Mm, elf: &Elf, base: u64) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mm::IndexKind;
 
     /// `(start, end, prot)` of `file`'s VMAs in `mm`, relative to `base`.
     fn layout_of(mm: &Mm, file: &Arc<File>, base: u64) -> Vec<(u64, u64, Prot)> {

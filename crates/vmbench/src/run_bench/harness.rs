@@ -14,10 +14,10 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use mm::lockstat::{self, LockStats};
 use mm::anon::AnonConfig;
 use mm::imap::{ImapConfig, ImapDesign};
 use mm::lock::LockKind;
+use mm::lockstat::{self, LockStats};
 use mm::topology::{self, Topology};
 use mm::{Access, IndexKind, Mm, MmConfig, PAGE_SIZE};
 
@@ -535,12 +535,9 @@ mod tests {
     #[test]
     fn threads_page_fault3_counts_faults_and_vma_locks() {
         let spec = Spec {
-            workload: Workload::PageFault3,
-            mode: Mode::Threads,
-            index: IndexKind::Maple,
-            threads: 2,
             resident: 50,
             resident_vmas: 0,
+            ..spec(Workload::PageFault3, Mode::Threads, 2)
         };
         let timing = Timing {
             warmup: Duration::from_millis(5),
@@ -561,6 +558,10 @@ mod tests {
             threads,
             resident: 20,
             resident_vmas: 37,
+            imap: ImapDesign::default(),
+            lock: LockKind::default(),
+            anon_rule: true,
+            topology: topology::host(),
         }
     }
 
@@ -585,7 +586,8 @@ mod tests {
         assert_eq!(parent.brk_value(), heap_top);
         assert!(parent.find_vma(HEAP_BASE).unwrap().anon().is_some());
         assert_eq!(f.spaces().len(), 3);
-        let parent_anon = &parent.find_vma(HEAP_BASE).unwrap().anon().unwrap().anon_vma;
+        let parent_heap = parent.find_vma(HEAP_BASE).unwrap();
+        let parent_anon = &parent_heap.anon().unwrap().anon_vma;
         for task in f.spaces() {
             assert_eq!(task.map_count(), parent.map_count() + 1);
             let heap = task.find_vma(HEAP_BASE).unwrap();
