@@ -153,6 +153,79 @@ fn execl_and_aim7_brk_make_their_calls_in_processes_mode_only() {
     }
 }
 
+/// The acceptance check of DESIGN §1.3's rule: with the rule on, the
+/// aim7 tasks' end-only heap growth and shrink take no anon_vma lock at
+/// all; with it off, each growth takes it once (and each shrink once), so
+/// an op (one grow plus one shrink) takes it exactly twice.
+#[test]
+fn aim7_brk_takes_anon_vma_locks_only_without_the_rule() {
+    let lines = json_lines(&[
+        "run",
+        "--quick",
+        "--json",
+        "--workloads",
+        "aim7-brk",
+        "--index",
+        "maple",
+        "--threads",
+        "1,2",
+        "--anon-rule",
+        "on,off",
+    ]);
+    assert_eq!(lines.len(), 4);
+    for v in &lines {
+        let ops = v["ops"].as_u64().unwrap();
+        assert!(ops > 0, "{v}");
+        let anon = acquisitions(v, "anon_vma");
+        match v["anon_rule"].as_str().unwrap() {
+            "on" => assert_eq!(anon, 0, "{v}"),
+            "off" => assert_eq!(anon, 2 * ops, "{v}"),
+            other => panic!("anon_rule {other}: {v}"),
+        }
+    }
+}
+
+/// Every i_mmap design runs execl on the host's topology and on an
+/// emulated 12-node one, and every exec goes through libc's reverse map.
+#[test]
+fn execl_runs_with_every_imap_design_and_topology() {
+    for topology in ["host", "12x32"] {
+        let lines = json_lines(&[
+            "run",
+            "--quick",
+            "--json",
+            "--workloads",
+            "execl",
+            "--index",
+            "maple",
+            "--threads",
+            "1,2",
+            "--resident-vmas",
+            "40",
+            "--imap",
+            "single,split,split-locked,distributed,adaptive",
+            "--lock",
+            "numa",
+            "--topology",
+            topology,
+        ]);
+        assert_eq!(lines.len(), 10, "{topology}");
+        let designs: BTreeSet<&str> = lines.iter().map(|v| v["imap"].as_str().unwrap()).collect();
+        assert_eq!(designs.len(), 5, "{topology}");
+        for v in &lines {
+            let ops = v["ops"].as_u64().unwrap();
+            assert!(ops > 0, "{v}");
+            assert_eq!(v["lock"], "numa", "{v}");
+            if topology != "host" {
+                assert_eq!(v["topology"], topology, "{v}");
+            }
+            // Each exec maps and unmaps ld.so, libc and the executable:
+            // more than ten i_mmap changes.
+            assert!(acquisitions(v, "i_mmap") >= 10 * ops, "{v}");
+        }
+    }
+}
+
 #[test]
 fn repeated_runs_report_their_spread() {
     let lines = json_lines(&[
@@ -277,6 +350,11 @@ fn bad_arguments_fail_with_one_line() {
         &["run", "--resident-vmas", "lots"],
         &["run", "--workloads", "execl", "--mode", "threads"],
         &["run", "--workloads", "aim7-brk", "--mode", "threads"],
+        &["run", "--imap", "percpu"],
+        &["run", "--lock", "spin"],
+        &["run", "--anon-rule", "maybe"],
+        &["run", "--topology", "12x0"],
+        &["run", "--topology", "nodes"],
     ] {
         let out = vmbench(args);
         assert!(!out.status.success(), "{args:?} succeeded");
