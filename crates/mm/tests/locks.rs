@@ -274,3 +274,18 @@ fn lockstat_counts_every_kind() {
         assert!(used.wait_ns > 0 && used.max_wait_ns > 0, "{kind}");
     }
 }
+
+#[test]
+fn lock_and_guards_are_shareable_like_std() {
+    fn send_sync<T: Send + Sync>() {}
+    fn sync<T: Sync>() {}
+    send_sync::<RwSem<Vec<u8>>>();
+    send_sync::<Arc<RwSem<String>>>();
+    sync::<mm::lock::ReadGuard<'static, Vec<u8>>>();
+    sync::<mm::lock::WriteGuard<'static, Vec<u8>>>();
+    // Shared across threads through a plain reference.
+    let sem = RwSem::new(LockKind::default(), LockClass::IMmap, 1u8);
+    std::thread::scope(|s| {
+        s.spawn(|| assert_eq!(*sem.read(), 1));
+    });
+}

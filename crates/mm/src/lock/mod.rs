@@ -13,7 +13,7 @@
 //!   [`MAX_LOCAL_HANDOFFS`] times in a row ([`numa`] has the policy).
 //!
 //! Every kind counts its acquisitions, waits and failed try-locks in
-//! [`lockstat`](crate::lockstat) under the lock's class.
+//! [`lockstat`] under the lock's class.
 //!
 //! ```
 //! use mm::lock::{LockKind, RwSem};
@@ -113,7 +113,7 @@ pub(crate) enum Raw {
 }
 
 /// A reader-writer lock of a chosen [`LockKind`], counted in
-/// [`lockstat`](crate::lockstat) under its [`LockClass`].
+/// [`lockstat`] under its [`LockClass`].
 ///
 /// Like `std::sync::RwLock` it is `Send`/`Sync` when `T` is (`Sync` needs
 /// `T: Send + Sync`), but it has no poisoning: a holder that panics just

@@ -4,7 +4,8 @@
 //! Waiters are kept in one FIFO per node (the `rwsem` kind puts everyone
 //! in queue 0, which makes it one FIFO). Arrival numbers (`seq`) give the
 //! global order across queues. The policy, applied by the releasing
-//! thread:
+//! thread (or by a thread that finds the lock free as it queues, standing
+//! in for the holder that just left):
 //!
 //! - disengaged (the `rwsem` kind always; the `numa` kind until it has
 //!   seen contention): the oldest waiter, i.e. strict FIFO;

@@ -13,7 +13,8 @@
 //! Protocol:
 //!
 //! - Fast paths, one CAS: a reader adds one reader when neither `WRITER`
-//!   nor `WAITERS` nor `HANDOFF` is set; a writer swaps 0 for `WRITER`.
+//!   nor `WAITERS` nor `HANDOFF` is set (retrying only if another reader
+//!   moved the count); a writer swaps 0 for `WRITER`.
 //! - Slow path, step 1, optimistic spinning: while the lock is held and no
 //!   writer waits for a hand-off, spin a bounded number of rounds and take
 //!   the lock the moment it is compatible (stealing past queued waiters is
@@ -103,14 +104,8 @@ impl RawRwSem {
 
     /// Take the lock shared, counting the acquisition.
     pub(crate) fn read_lock(&self) {
-        let s = self.state.load(Ordering::Relaxed);
-        if s & (WRITER | WAITERS | HANDOFF) == 0
-            && readers(s) < MAX_READERS
-            && self
-                .state
-                .compare_exchange(s, s + READER, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-        {
+        // A CAS lost to another reader is no contention: retry at once.
+        if self.try_read_lock() {
             lockstat::acquired(self.class);
             return;
         }

@@ -79,27 +79,27 @@ fn writer_handoff(kind: LockKind) {
 #[test]
 fn shuttle_lock_exclusion_random() {
     for kind in LockKind::ALL {
-        shuttle::check_random(move || exclusion(kind, 2, 2), 1000);
+        shuttle::check_random(move || exclusion(kind, 2, 2), 3000);
     }
 }
 
 #[test]
 fn shuttle_lock_exclusion_pct() {
     for kind in LockKind::ALL {
-        shuttle::check_pct(move || exclusion(kind, 2, 1), 1000, 3);
+        shuttle::check_pct(move || exclusion(kind, 2, 1), 3000, 3);
     }
 }
 
 /// Five contenders so that the `numa` kind's per-node queueing engages.
 #[test]
 fn shuttle_lock_numa_engaged_random() {
-    shuttle::check_random(|| exclusion(LockKind::Numa, 4, 1), 500);
+    shuttle::check_random(|| exclusion(LockKind::Numa, 4, 1), 2000);
 }
 
 #[test]
 fn shuttle_lock_writer_handoff() {
     for kind in [LockKind::Rwsem, LockKind::Numa] {
-        shuttle::check_random(move || writer_handoff(kind), 1000);
-        shuttle::check_pct(move || writer_handoff(kind), 1000, 3);
+        shuttle::check_random(move || writer_handoff(kind), 2000);
+        shuttle::check_pct(move || writer_handoff(kind), 2000, 3);
     }
 }
