@@ -33,30 +33,12 @@ use mm::imap::{AdaptiveConfig, GroupBy, ImapConfig, ImapDesign, Placement};
 use mm::topology::{self, Topology};
 use mm::{Access, File, Image, MapFlags, Mm, MmConfig, MremapFlags, Prot, Segment, Vma};
 
+mod common;
+use common::{env, Rng};
+
 const PAGE: u64 = 4096;
 const WORKERS: usize = 3;
 const FILE_PAGES: u64 = 256;
-
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 fn id(v: &Arc<Vma>) -> usize {
     Arc::as_ptr(v) as usize

@@ -17,29 +17,14 @@ use std::time::{Duration, Instant};
 
 use mm::{Access, FaultError, IndexKind, MapFlags, Mm, MmConfig, Prot};
 
+mod common;
+use common::{env, Rng};
+
 const PAGE: u64 = 4096;
 const BASE: u64 = 0x2000_0000_0000;
 const PAGES: u64 = 64;
 const CHANGING: u64 = 2;
 const WRITABLE: u64 = 1;
-
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
 
 fn run(index: IndexKind) {
     let secs = env("MM_STRESS_SECS", 2);

@@ -43,7 +43,7 @@ use std::str::FromStr;
 use std::time::Instant;
 
 use crate::lockstat::{self, LockClass};
-use std::sync::TryLockError;
+use std::sync::{LockResult, TryLockError, TryLockResult};
 
 use crate::sync::RwLock;
 
@@ -140,6 +140,33 @@ pub struct RwSem<T> {
     cell: cell::LockCell<T>,
 }
 
+/// The `std` kind's blocking acquisition, counted: a try first tells an
+/// acquisition that did not wait from one that did. A poisoned lock is
+/// taken all the same (a panicking holder just releases, as with the
+/// other kinds).
+fn std_acquire<G>(
+    class: LockClass,
+    try_lock: impl FnOnce() -> TryLockResult<G>,
+    lock: impl FnOnce() -> LockResult<G>,
+) -> G {
+    match try_lock() {
+        Ok(g) => {
+            lockstat::acquired(class);
+            g
+        }
+        Err(TryLockError::Poisoned(p)) => {
+            lockstat::acquired(class);
+            p.into_inner()
+        }
+        Err(TryLockError::WouldBlock) => {
+            let since = Instant::now();
+            let g = lock().unwrap_or_else(|p| p.into_inner());
+            lockstat::acquired_after_wait(class, since);
+            g
+        }
+    }
+}
+
 impl<T> RwSem<T> {
     /// A lock of `kind`, counted under `class`, holding `value`.
     ///
@@ -184,22 +211,7 @@ impl<T> RwSem<T> {
     pub fn read(&self) -> ReadGuard<'_, T> {
         match &self.raw {
             Raw::Std(l) => {
-                let g = match l.try_read() {
-                    Ok(g) => {
-                        lockstat::acquired(self.class);
-                        g
-                    }
-                    Err(TryLockError::Poisoned(p)) => {
-                        lockstat::acquired(self.class);
-                        p.into_inner()
-                    }
-                    Err(TryLockError::WouldBlock) => {
-                        let since = Instant::now();
-                        let g = l.read().unwrap_or_else(|p| p.into_inner());
-                        lockstat::acquired_after_wait(self.class, since);
-                        g
-                    }
-                };
+                let g = std_acquire(self.class, || l.try_read(), || l.read());
                 ReadGuard::new(self, Some(g))
             }
             Raw::Sem(s) => {
@@ -220,22 +232,7 @@ impl<T> RwSem<T> {
     pub fn write(&self) -> WriteGuard<'_, T> {
         match &self.raw {
             Raw::Std(l) => {
-                let g = match l.try_write() {
-                    Ok(g) => {
-                        lockstat::acquired(self.class);
-                        g
-                    }
-                    Err(TryLockError::Poisoned(p)) => {
-                        lockstat::acquired(self.class);
-                        p.into_inner()
-                    }
-                    Err(TryLockError::WouldBlock) => {
-                        let since = Instant::now();
-                        let g = l.write().unwrap_or_else(|p| p.into_inner());
-                        lockstat::acquired_after_wait(self.class, since);
-                        g
-                    }
-                };
+                let g = std_acquire(self.class, || l.try_write(), || l.write());
                 WriteGuard::new(self, Some(g))
             }
             Raw::Sem(s) => {
