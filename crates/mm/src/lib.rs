@@ -19,6 +19,13 @@
 //! `CAP_SYS_RAWIO`, x86 protection keys, and whether the filesystem
 //! aligns large file mappings ([`file::FileMode::huge_align`]).
 //!
+//! Every file keeps a reverse map of the VMAs that map it ([`imap`], in
+//! one of five designs, over the interval trees of [`itree`]), and
+//! anonymous memory has its anon_vma chains ([`anon`], with DESIGN
+//! §1.3's locking rule); their locks are [`lock`]'s kernel-style rwsems,
+//! grouped by a real or emulated NUMA [`topology`]. Every address-space
+//! edit keeps both reverse maps in step (docs/rmap.md).
+//!
 //! ```
 //! use mm::{MapFlags, Mm, MmConfig, Prot};
 //!

@@ -12,7 +12,8 @@ use crate::vma_lock::VmaLock;
 /// flags and one backing object.
 ///
 /// A `Vma` is immutable once published in an index, except for its
-/// anon_vma link, which the first write fault sets. An operation that
+/// anon_vma link, which the first write fault sets, and the record of the
+/// i_mmap group holding it, which its file's reverse map keeps. An operation that
 /// changes a VMA (split, merge, `mprotect`) write-locks it and publishes
 /// new `Vma`s in its place; the old one stays write-locked for good, so a
 /// fault that still holds a pointer to it fails its try-lock and looks

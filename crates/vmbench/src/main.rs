@@ -11,6 +11,9 @@
 mod alloc_count;
 mod itree_bench;
 mod report;
+// Until `vmbench suite` and `compare` land (issue 5), only tests use it.
+#[allow(dead_code)]
+mod results;
 mod rng;
 mod run_bench;
 mod timing;
