@@ -208,38 +208,44 @@ impl<V> RbTree<V> {
         }
     }
 
-    /// Lifts `x`'s right child above it. Only `x` and that child change
-    /// subtrees, so only their `max_last` is recomputed (invariant 4).
-    fn rotate_left(&mut self, x: u32) {
-        let y = self.node(x).right;
-        let inner = self.node(y).left;
-        let xp = self.node(x).parent;
-        self.node_mut(x).right = inner;
-        if inner != NIL {
-            self.node_mut(inner).parent = x;
+    /// `n`'s right child if `right`, else its left one. The balancing
+    /// cases come in mirror-image pairs; each pair is written once, with
+    /// the side as a parameter.
+    fn kid(&self, n: u32, right: bool) -> u32 {
+        let n = self.node(n);
+        if right {
+            n.right
+        } else {
+            n.left
         }
-        self.node_mut(y).parent = xp;
-        self.replace_child(xp, x, y);
-        self.node_mut(y).left = x;
-        self.node_mut(x).parent = y;
-        // y now spans exactly the set x spanned.
-        self.node_mut(y).max_last = self.node(x).max_last;
-        self.refresh(x);
     }
 
-    /// Mirror image of [`rotate_left`](Self::rotate_left).
-    fn rotate_right(&mut self, x: u32) {
-        let y = self.node(x).left;
-        let inner = self.node(y).right;
+    fn set_kid(&mut self, n: u32, right: bool, child: u32) {
+        let n = self.node_mut(n);
+        if right {
+            n.right = child;
+        } else {
+            n.left = child;
+        }
+    }
+
+    /// Lifts `x`'s child on the `right` side (a left rotation) or on the
+    /// left side (a right rotation) above it. Only `x` and that child
+    /// change subtrees, so only their `max_last` is recomputed
+    /// (invariant 4).
+    fn rotate(&mut self, x: u32, right: bool) {
+        let y = self.kid(x, right);
+        let inner = self.kid(y, !right);
         let xp = self.node(x).parent;
-        self.node_mut(x).left = inner;
+        self.set_kid(x, right, inner);
         if inner != NIL {
             self.node_mut(inner).parent = x;
         }
         self.node_mut(y).parent = xp;
         self.replace_child(xp, x, y);
-        self.node_mut(y).right = x;
+        self.set_kid(y, !right, x);
         self.node_mut(x).parent = y;
+        // y now spans exactly the set x spanned.
         self.node_mut(y).max_last = self.node(x).max_last;
         self.refresh(x);
     }
@@ -250,42 +256,25 @@ impl<V> RbTree<V> {
             let p = self.node(z).parent;
             // A red parent is never the root, so the grandparent exists.
             let g = self.node(p).parent;
-            if p == self.node(g).left {
-                let uncle = self.node(g).right;
-                if self.is_red(uncle) {
-                    self.node_mut(p).red = false;
-                    self.node_mut(uncle).red = false;
-                    self.node_mut(g).red = true;
-                    z = g;
-                } else {
-                    if z == self.node(p).right {
-                        z = p;
-                        self.rotate_left(z);
-                    }
-                    let p = self.node(z).parent;
-                    let g = self.node(p).parent;
-                    self.node_mut(p).red = false;
-                    self.node_mut(g).red = true;
-                    self.rotate_right(g);
-                }
+            // The uncle hangs on the side opposite the parent.
+            let p_left = p == self.node(g).left;
+            let uncle = self.kid(g, p_left);
+            if self.is_red(uncle) {
+                self.node_mut(p).red = false;
+                self.node_mut(uncle).red = false;
+                self.node_mut(g).red = true;
+                z = g;
             } else {
-                let uncle = self.node(g).left;
-                if self.is_red(uncle) {
-                    self.node_mut(p).red = false;
-                    self.node_mut(uncle).red = false;
-                    self.node_mut(g).red = true;
-                    z = g;
-                } else {
-                    if z == self.node(p).left {
-                        z = p;
-                        self.rotate_right(z);
-                    }
-                    let p = self.node(z).parent;
-                    let g = self.node(p).parent;
-                    self.node_mut(p).red = false;
-                    self.node_mut(g).red = true;
-                    self.rotate_left(g);
+                // z on the inner side: rotate it to the outer side first.
+                if z == self.kid(p, p_left) {
+                    z = p;
+                    self.rotate(z, p_left);
                 }
+                let p = self.node(z).parent;
+                let g = self.node(p).parent;
+                self.node_mut(p).red = false;
+                self.node_mut(g).red = true;
+                self.rotate(g, !p_left);
             }
         }
         let root = self.root;
@@ -361,66 +350,37 @@ impl<V> RbTree<V> {
     /// (child of `xp`; `x` may be `NIL`): `x` carries an extra black.
     fn remove_fixup(&mut self, mut x: u32, mut xp: u32) {
         while x != self.root && !self.is_red(x) {
-            if x == self.node(xp).left {
-                // x's side is one black short, so its sibling has at least
-                // one black node below: w exists.
-                let mut w = self.node(xp).right;
-                if self.is_red(w) {
-                    self.node_mut(w).red = false;
-                    self.node_mut(xp).red = true;
-                    self.rotate_left(xp);
-                    w = self.node(xp).right;
-                }
-                let (wl, wr) = (self.node(w).left, self.node(w).right);
-                if !self.is_red(wl) && !self.is_red(wr) {
-                    self.node_mut(w).red = true;
-                    x = xp;
-                    xp = self.node(x).parent;
-                } else {
-                    if !self.is_red(wr) {
-                        self.set_black(wl);
-                        self.node_mut(w).red = true;
-                        self.rotate_right(w);
-                        w = self.node(xp).right;
-                    }
-                    let xp_red = self.node(xp).red;
-                    self.node_mut(w).red = xp_red;
-                    self.node_mut(xp).red = false;
-                    let wr = self.node(w).right;
-                    self.set_black(wr);
-                    self.rotate_left(xp);
-                    x = self.root;
-                    break;
-                }
+            // x's side is one black short, so its sibling w (on the other
+            // side) has at least one black node below: w exists.
+            let x_left = x == self.node(xp).left;
+            let mut w = self.kid(xp, x_left);
+            if self.is_red(w) {
+                self.node_mut(w).red = false;
+                self.node_mut(xp).red = true;
+                self.rotate(xp, x_left);
+                w = self.kid(xp, x_left);
+            }
+            // w's children: `near` on x's side, `far` away from it.
+            let (near, far) = (self.kid(w, !x_left), self.kid(w, x_left));
+            if !self.is_red(near) && !self.is_red(far) {
+                self.node_mut(w).red = true;
+                x = xp;
+                xp = self.node(x).parent;
             } else {
-                let mut w = self.node(xp).left;
-                if self.is_red(w) {
-                    self.node_mut(w).red = false;
-                    self.node_mut(xp).red = true;
-                    self.rotate_right(xp);
-                    w = self.node(xp).left;
-                }
-                let (wl, wr) = (self.node(w).left, self.node(w).right);
-                if !self.is_red(wl) && !self.is_red(wr) {
+                if !self.is_red(far) {
+                    self.set_black(near);
                     self.node_mut(w).red = true;
-                    x = xp;
-                    xp = self.node(x).parent;
-                } else {
-                    if !self.is_red(wl) {
-                        self.set_black(wr);
-                        self.node_mut(w).red = true;
-                        self.rotate_left(w);
-                        w = self.node(xp).left;
-                    }
-                    let xp_red = self.node(xp).red;
-                    self.node_mut(w).red = xp_red;
-                    self.node_mut(xp).red = false;
-                    let wl = self.node(w).left;
-                    self.set_black(wl);
-                    self.rotate_right(xp);
-                    x = self.root;
-                    break;
+                    self.rotate(w, !x_left);
+                    w = self.kid(xp, x_left);
                 }
+                let xp_red = self.node(xp).red;
+                self.node_mut(w).red = xp_red;
+                self.node_mut(xp).red = false;
+                let far = self.kid(w, x_left);
+                self.set_black(far);
+                self.rotate(xp, x_left);
+                x = self.root;
+                break;
             }
         }
         self.set_black(x);
