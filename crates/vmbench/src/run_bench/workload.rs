@@ -572,11 +572,10 @@ mod tests {
             let program = Program::new(index);
             let parent = make_parent(index);
             let mut job = Job::kernbench(&parent, &program, &ImapConfig::default(), 2);
-            let build = |job: &Job<'_>| match &job.target {
+            let (source, output) = match &job.target {
                 Target::Build(b) => (Arc::clone(&b.source), Arc::clone(&b.output)),
                 _ => panic!("not a build job"),
             };
-            let (source, output) = build(&job);
             let maps = parent.proc_maps();
             let mut parent_files: Vec<Arc<File>> = Vec::new();
             for v in parent.vmas() {
