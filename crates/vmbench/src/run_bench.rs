@@ -57,8 +57,11 @@ pub struct RunArgs {
     /// dynamically linked program into a fresh address space, all workers
     /// sharing the executable, ld.so and libc; one op per exec), aim7-brk
     /// (tasks forked from one parent grow their heap by a page, write it,
-    /// shrink it). execl and aim7-brk run in processes mode only.
-    /// [default: all]
+    /// shrink it), kernbench (a parallel kernel build's process churn: a
+    /// compile job forked from each worker's make execs the compiler, maps
+    /// its source, object file and heap arenas, makes ~300 page faults,
+    /// unmaps some, moves brk and exits; one op per job). execl, aim7-brk
+    /// and kernbench run in processes mode only. [default: all]
     #[arg(long, value_delimiter = ',')]
     pub workloads: Option<Vec<String>>,
 

@@ -1,7 +1,7 @@
 //! End-to-end checks of `vmbench run`: every workload, mode and index
 //! yields a complete JSON line, the maple fault path takes no
-//! `mmap_lock`, `execl` and `aim7-brk` run in processes mode only and make
-//! the calls their models say, repeated runs report their spread, and bad
+//! `mmap_lock`, `execl`, `aim7-brk` and `kernbench` run in processes mode
+//! only and make the calls their models say, repeated runs report their spread, and bad
 //! arguments fail with one line. No timing is asserted: the scaling
 //! figures are measured by hand (docs/RESULTS.md).
 
@@ -17,7 +17,7 @@ fn vmbench(args: &[&str]) -> Output {
 
 const WORKLOADS: [&str; 5] = ["brk1", "mmap1", "malloc1", "mmap2", "page_fault3"];
 /// Workloads without a threads mode.
-const PROCESSES_ONLY: [&str; 2] = ["execl", "aim7-brk"];
+const PROCESSES_ONLY: [&str; 3] = ["execl", "aim7-brk", "kernbench"];
 const LOCK_CLASSES: [&str; 4] = ["mmap_lock", "vma_lock", "i_mmap", "anon_vma"];
 const LOCK_FIELDS: [&str; 4] = ["acquisitions", "contended", "wait_ns", "max_wait_ns"];
 /// Faults per `page_fault3` region: 128 MiB of 4 KiB pages.
@@ -85,7 +85,7 @@ fn every_configuration_yields_a_complete_line() {
             }
         }
     }
-    assert_eq!(lines.len(), 40 + 8);
+    assert_eq!(lines.len(), 40 + 12);
 }
 
 /// Every class of `LockClass::ALL` with every counter, and nothing else.
@@ -117,7 +117,7 @@ fn execl_and_aim7_brk_make_their_calls_in_processes_mode_only() {
     let out = vmbench(&args);
     assert!(out.status.success(), "{out:?}");
     let stderr = String::from_utf8(out.stderr).unwrap();
-    for op in PROCESSES_ONLY {
+    for op in ["execl", "aim7-brk"] {
         let note = format!("skipping {op} in threads mode");
         assert_eq!(stderr.matches(&note).count(), 1, "{stderr}");
     }
@@ -151,6 +151,63 @@ fn execl_and_aim7_brk_make_their_calls_in_processes_mode_only() {
             other => panic!("unexpected op {other}: {v}"),
         }
     }
+}
+
+/// Calls that take `mmap_lock` in one `kernbench` compile job, on either
+/// index: the fork (1); the exec (14: tearing down the forked copy, the
+/// exec itself, the cache's map and unmap, libc's four mmaps and its bss,
+/// three mprotects, ld.so's and malloc's brk); the job's own calls (13:
+/// the source's and the object file's map and unmap, four arena maps and
+/// two unmaps, three brk calls); and the exit (1).
+const KERNBENCH_MMAP_LOCK_CALLS: u64 = 29;
+
+#[test]
+fn kernbench_makes_its_calls_in_processes_mode_only() {
+    let out = vmbench(&[
+        "run",
+        "--quick",
+        "--json",
+        "--workloads",
+        "kernbench",
+        "--index",
+        "maple,legacy",
+        "--threads",
+        "1,2",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let note = "skipping kernbench in threads mode";
+    assert_eq!(stderr.matches(note).count(), 1, "{stderr}");
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 4);
+    let mut seen = BTreeSet::new();
+    for v in &lines {
+        assert_eq!(v["op"], "kernbench", "{v}");
+        assert_eq!(v["mode"], "processes", "{v}");
+        // n: the resident VMAs of the make each job forks from.
+        assert_eq!(v["n"].as_u64(), Some(300), "{v}");
+        assert_complete_locks(v);
+        let ops = v["ops"].as_u64().unwrap();
+        assert!(ops > 0, "{v}");
+        let mmap = acquisitions(v, "mmap_lock");
+        assert!(
+            mmap >= KERNBENCH_MMAP_LOCK_CALLS * ops,
+            "{mmap} for {ops} jobs: {v}"
+        );
+        // The fork inserts each of make's 250 resident file VMAs into its
+        // file's reverse map, one i_mmap lock each, as dup_mmap does.
+        assert!(acquisitions(v, "i_mmap") >= 250 * ops, "{v}");
+        // Every job's ~300 faults take a VMA's lock (maple) or mmap_lock
+        // (legacy).
+        assert!(acquisitions(v, "vma_lock") + mmap >= 300 * ops, "{v}");
+        let imp = v["impl"].as_str().unwrap().to_string();
+        assert!(seen.insert((imp, v["threads"].as_u64().unwrap())), "{v}");
+    }
+    assert_eq!(seen.len(), 4);
 }
 
 /// The acceptance check of DESIGN §1.3's rule: with the rule on, the
@@ -350,6 +407,7 @@ fn bad_arguments_fail_with_one_line() {
         &["run", "--resident-vmas", "lots"],
         &["run", "--workloads", "execl", "--mode", "threads"],
         &["run", "--workloads", "aim7-brk", "--mode", "threads"],
+        &["run", "--workloads", "kernbench", "--mode", "threads"],
         &["run", "--imap", "percpu"],
         &["run", "--lock", "spin"],
         &["run", "--anon-rule", "maybe"],

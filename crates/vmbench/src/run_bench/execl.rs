@@ -311,6 +311,18 @@ impl Program {
     /// torn down and a new address space runs the program up to `main`.
     /// Errors name the call that failed.
     pub fn exec(&self, old: Option<Process>) -> Result<Process, String> {
+        self.exec_replacing(old.map(|p| p.mm))
+    }
+
+    /// Execs the program in a freshly forked child: `forked` (the copy of
+    /// its parent's address space that `fork` gave the child) is torn down
+    /// and a new address space runs the program up to `main`, as a shell
+    /// or `make` starts a command. Errors name the call that failed.
+    pub fn exec_forked(&self, forked: Mm) -> Result<Process, String> {
+        self.exec_replacing(Some(forked))
+    }
+
+    fn exec_replacing(&self, old: Option<Mm>) -> Result<Process, String> {
         // The kernel allocates the new mm before it drops the old one
         // (`bprm_mm_init`, then `exec_mmap`).
         let mm = Mm::new(self.config.clone());
@@ -571,6 +583,22 @@ mod tests {
         let second = program.exec(Some(first)).unwrap();
         assert_eq!(second.mm().proc_maps(), maps);
         assert_eq!(program.libc_vmas(second.mm()), VMAS_PER_OBJECT);
+    }
+
+    #[test]
+    fn exec_in_a_forked_child_replaces_the_parents_copy() {
+        let program = Program::new(IndexKind::Maple);
+        let parent = program.exec(None).unwrap();
+        let maps = parent.mm().proc_maps();
+        let child = parent.mm().fork();
+        assert_eq!(program.libc().imap().count(), 2 * VMAS_PER_OBJECT);
+        let p = program.exec_forked(child).unwrap();
+        assert_eq!(p.mm().proc_maps(), maps);
+        // The forked copy's libc VMAs left libc's reverse map; the exec's
+        // took their place.
+        assert_eq!(program.libc().imap().count(), 2 * VMAS_PER_OBJECT);
+        p.exit();
+        assert_eq!(program.libc().imap().count(), VMAS_PER_OBJECT);
     }
 
     #[test]

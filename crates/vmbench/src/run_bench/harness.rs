@@ -28,6 +28,11 @@ use super::workload::{Job, Workload, HEAP_BASE};
 /// Pages of heap the `aim7-brk` parent has, written, before it forks.
 pub const AIM7_PARENT_HEAP_PAGES: u64 = 4;
 
+/// Pages of heap each `kernbench` worker's `make` has, written, before it
+/// forks its first job: 132 KiB, the `[heap]` of a freshly started
+/// dynamically linked program.
+pub const KERNBENCH_PARENT_HEAP_PAGES: u64 = 33;
+
 /// How workers share address spaces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Mode {
@@ -62,7 +67,8 @@ pub struct Spec {
     /// Number of workers.
     pub threads: usize,
     /// Resident VMAs mapped into each address space before starting
-    /// (for `aim7-brk`, into the parent its tasks fork from).
+    /// (for `aim7-brk` and `kernbench`, into the parent the tasks or
+    /// compile jobs fork from).
     pub resident: usize,
     /// `execl`: libc file VMAs held by idle processes through the run.
     pub resident_vmas: usize,
@@ -253,12 +259,13 @@ impl Control {
 pub struct Fixture {
     spec: Spec,
     /// The address spaces workers make calls on: one per worker in
-    /// processes mode, one shared in threads mode (none for `execl`).
+    /// processes mode, one shared in threads mode (none for `execl`). For
+    /// `kernbench`, each worker's `make`, which its jobs fork from.
     spaces: Vec<Mm>,
     /// `aim7-brk`: the parent every task was forked from. It lives as
     /// long as its tasks, so their heaps keep its anon_vma as their root.
     parent: Option<Mm>,
-    /// `execl`: the program and the files every exec shares.
+    /// `execl`, `kernbench`: the program and the files every exec shares.
     program: Option<Program>,
     /// `execl`: idle processes holding `resident_vmas` libc VMAs.
     idle: Vec<Process>,
@@ -287,18 +294,18 @@ impl Fixture {
                 fixture.idle = program.idle_population(spec.resident_vmas)?;
                 fixture.program = Some(program);
             }
+            Workload::Kernbench => {
+                // Every worker's jobs exec the one program, so all of them
+                // map the same files, as a build's compilers do.
+                let program = Program::with_config(spec.mm_config(), &spec.imap_config());
+                fixture.spaces = (0..spec.threads)
+                    .map(|_| parent_mm(spec, KERNBENCH_PARENT_HEAP_PAGES))
+                    .collect::<Result<_, _>>()?;
+                fixture.program = Some(program);
+            }
             Workload::Aim7Brk => {
-                let parent = build_mm(spec)?;
+                let parent = parent_mm(spec, AIM7_PARENT_HEAP_PAGES)?;
                 let top = HEAP_BASE + AIM7_PARENT_HEAP_PAGES * PAGE_SIZE;
-                if parent.brk(top) != top {
-                    return Err("aim7-brk: the parent's brk was refused".to_string());
-                }
-                for page in 0..AIM7_PARENT_HEAP_PAGES {
-                    let addr = HEAP_BASE + page * PAGE_SIZE;
-                    parent
-                        .fault(addr, Access::Write)
-                        .map_err(|e| format!("aim7-brk: parent's heap fault failed: {e}"))?;
-                }
                 // A forked heap VMA cannot grow in place (its anon_vma
                 // chain is not singular, so the kernel's
                 // is_mergeable_anon_vma refuses the merge): a task's first
@@ -334,8 +341,17 @@ impl Fixture {
 
     /// The job of worker `id` (0 to `threads - 1`).
     pub fn job(&self, id: usize) -> Result<Job<'_>, String> {
-        if let Some(program) = &self.program {
-            return Ok(Job::exec(program, id));
+        match (self.spec.workload, &self.program) {
+            (Workload::Execl, Some(program)) => return Ok(Job::exec(program, id)),
+            (Workload::Kernbench, Some(program)) => {
+                let parent = self
+                    .spaces
+                    .get(id)
+                    .ok_or_else(|| format!("{}: no parent for worker {id}", self.spec.workload))?;
+                let imap = self.spec.imap_config();
+                return Ok(Job::kernbench(parent, program, &imap, id));
+            }
+            _ => {}
         }
         if self.spaces.is_empty() {
             return Err(format!(
@@ -359,7 +375,7 @@ impl Fixture {
         self.parent.as_ref()
     }
 
-    /// `execl`'s program.
+    /// `execl`'s and `kernbench`'s program.
     #[cfg(test)]
     pub fn program(&self) -> Option<&Program> {
         self.program.as_ref()
@@ -442,6 +458,25 @@ fn build_mm(spec: &Spec) -> Result<Mm, String> {
     resident::populate(&mm, spec.resident)?;
     mm.set_brk_base(HEAP_BASE);
     Ok(mm)
+}
+
+/// A parent that forks: a fresh address space (see [`build_mm`]) whose
+/// heap has `pages` pages, all written, so that its children inherit an
+/// anon_vma through their chains.
+fn parent_mm(spec: &Spec, pages: u64) -> Result<Mm, String> {
+    let w = spec.workload;
+    let parent = build_mm(spec)?;
+    let top = HEAP_BASE + pages * PAGE_SIZE;
+    if parent.brk(top) != top {
+        return Err(format!("{w}: the parent's brk was refused"));
+    }
+    for page in 0..pages {
+        let addr = HEAP_BASE + page * PAGE_SIZE;
+        parent
+            .fault(addr, Access::Write)
+            .map_err(|e| format!("{w}: parent's heap fault failed: {e}"))?;
+    }
+    Ok(parent)
 }
 
 /// The controller's side of the phases; returns the timed interval's
@@ -606,8 +641,33 @@ mod tests {
     }
 
     #[test]
+    fn kernbench_fixture_gives_each_worker_a_make_to_fork_from() {
+        let f = Fixture::build(&spec(Workload::Kernbench, Mode::Processes, 2)).unwrap();
+        assert_eq!(f.spaces().len(), 2);
+        let heap_top = HEAP_BASE + KERNBENCH_PARENT_HEAP_PAGES * PAGE_SIZE;
+        for make in f.spaces() {
+            // The resident map plus the heap, written.
+            assert_eq!(make.map_count(), 21);
+            assert_eq!(make.brk_value(), heap_top);
+            assert!(make.find_vma(HEAP_BASE).unwrap().anon().is_some());
+        }
+        // No idle population: the program's files hold only what its jobs
+        // map.
+        let program = f.program().unwrap();
+        assert!(f.idle().is_empty());
+        assert_eq!(program.libc().imap().count(), 0);
+        let maps = f.spaces()[1].proc_maps();
+        let mut job = f.job(1).unwrap();
+        assert_eq!(job.step().unwrap(), 1);
+        job.finish().unwrap();
+        assert_eq!(f.spaces()[1].proc_maps(), maps);
+        assert_eq!(program.libc().imap().count(), 0);
+        assert!(f.job(2).is_err(), "a worker without a parent");
+    }
+
+    #[test]
     fn processes_only_workloads_refuse_threads_mode() {
-        for w in [Workload::Execl, Workload::Aim7Brk] {
+        for w in [Workload::Execl, Workload::Aim7Brk, Workload::Kernbench] {
             let err = Fixture::build(&spec(w, Mode::Threads, 1)).unwrap_err();
             assert!(err.contains("processes mode only"), "{err}");
         }

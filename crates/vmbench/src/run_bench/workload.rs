@@ -1,9 +1,27 @@
 //! The workloads and what one worker does for each: will-it-scale's,
-//! `execl` (the program model is in [`super::execl`]) and `aim7-brk`.
+//! `execl` (the program model is in [`super::execl`]), `aim7-brk` and
+//! `kernbench`.
 //!
 //! Each workload is a loop of [`Job::step`] calls; a step returns how many
 //! operations it completed, in will-it-scale's unit for that workload
-//! (one exec for `execl`, one grow plus shrink for `aim7-brk`).
+//! (one exec for `execl`, one grow plus shrink for `aim7-brk`, one compile
+//! job for `kernbench`).
+//!
+//! `kernbench` models the process churn of a parallel kernel build
+//! (`make -jN`): each worker is a `make` whose long-lived address space
+//! holds a resident map and a written heap, and one op is one compile job
+//! forked from it. The job's child execs the compiler (the dynamically
+//! linked program of [`super::execl`], so every job of every worker maps
+//! the same executable, ld.so and libc), then does a compiler's memory
+//! work: it maps and reads its source file, maps heap arenas and writes
+//! part of each, grows its `brk` heap and writes it, frees every other
+//! arena, writes its object file through a shared mapping, unmaps the
+//! files, trims the heap and exits with the rest still mapped, which
+//! `exit_mmap` tears down. The source and object files are one pair per
+//! worker, shared by all its jobs. A job makes about 300 page faults
+//! besides those of its exec. The compiler is modelled by the small
+//! executable `execl` runs: its text size changes no call the job makes,
+//! only the file offsets of its mappings.
 //! Every system call's result is checked: a failed `mmap`, `munmap`, `brk`
 //! or fault is a bug in the model, so the worker stops with an error that
 //! names the call instead of counting it.
@@ -12,6 +30,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use mm::{Access, File, MapFlags, Mm, Prot, PAGE_SIZE};
+
+use mm::file::FileMode;
+use mm::imap::ImapConfig;
 
 use super::execl::{Process, Program};
 
@@ -52,11 +73,16 @@ pub enum Workload {
     /// task made with its first allocation (an inherited VMA cannot grow
     /// in place). One op is one grow plus one shrink. Processes mode only.
     Aim7Brk,
+    /// A parallel kernel build's process churn: each worker forks compile
+    /// jobs from a long-lived `make` address space; a job execs the
+    /// compiler, maps, faults and unmaps its arenas, heap, source and
+    /// object file, and exits. One op is one job. Processes mode only.
+    Kernbench,
 }
 
 impl Workload {
     /// Every workload, in report order.
-    pub const ALL: [Workload; 7] = [
+    pub const ALL: [Workload; 8] = [
         Workload::Brk1,
         Workload::Mmap1,
         Workload::Malloc1,
@@ -64,6 +90,7 @@ impl Workload {
         Workload::PageFault3,
         Workload::Execl,
         Workload::Aim7Brk,
+        Workload::Kernbench,
     ];
 
     /// The name used on the command line and in reports.
@@ -76,6 +103,7 @@ impl Workload {
             Workload::PageFault3 => "page_fault3",
             Workload::Execl => "execl",
             Workload::Aim7Brk => "aim7-brk",
+            Workload::Kernbench => "kernbench",
         }
     }
 
@@ -84,6 +112,7 @@ impl Workload {
         match self {
             Workload::Execl => Some("exec replaces the whole address space"),
             Workload::Aim7Brk => Some("its tasks are forked processes"),
+            Workload::Kernbench => Some("its compile jobs are forked processes that exec"),
             _ => None,
         }
     }
@@ -113,6 +142,44 @@ enum Target<'a> {
         /// The process the last exec built, replaced by the next one.
         current: Option<Process>,
     },
+    /// `kernbench`: compile jobs forked from one parent.
+    Build(Build<'a>),
+}
+
+/// Pages of the source file a compile job maps and reads (256 KiB: a
+/// preprocessed kernel source file is a few hundred KiB).
+const SOURCE_PAGES: u64 = 64;
+
+/// Pages of the object file a compile job writes.
+const OUTPUT_PAGES: u64 = 16;
+
+/// Heap arenas a compile job maps (GCC's garbage-collected heap takes
+/// memory from `mmap` in 1 MiB chunks).
+const ARENAS: u64 = 4;
+
+/// Size of one arena.
+const ARENA_SIZE: u64 = 1 << 20;
+
+/// Pages written in each arena: the compiler touches part of each chunk
+/// before collecting.
+const ARENA_PAGES_WRITTEN: u64 = 48;
+
+/// Pages `malloc` adds to the heap with `brk`, and writes.
+const BRK_PAGES: u64 = 32;
+
+/// Pages of that growth `malloc_trim` gives back before exit.
+const BRK_TRIM_PAGES: u64 = 16;
+
+/// `kernbench`: a worker's `make` and what its compile jobs share.
+struct Build<'a> {
+    /// The long-lived parent every job is forked from.
+    parent: &'a Mm,
+    /// The compiler every job execs.
+    program: &'a Program,
+    /// The source file every job of this worker compiles (read-only).
+    source: Arc<File>,
+    /// The object file every job of this worker writes.
+    output: Arc<File>,
 }
 
 /// The state of a worker that makes calls on one address space.
@@ -149,6 +216,43 @@ impl<'a> Job<'a> {
         }
     }
 
+    /// A `kernbench` job for worker `id`: compile jobs forked from
+    /// `parent`, each execing `program`; the worker's source and object
+    /// files get reverse maps kept as `imap` says.
+    pub fn kernbench(
+        parent: &'a Mm,
+        program: &'a Program,
+        imap: &ImapConfig,
+        id: usize,
+    ) -> Job<'a> {
+        let read_only = FileMode {
+            write: false,
+            ..FileMode::default()
+        };
+        let source = File::with_imap(
+            format!("/tmp/kernbench.{id}/main.i"),
+            SOURCE_PAGES * PAGE_SIZE,
+            read_only,
+            imap,
+        );
+        let output = File::with_imap(
+            format!("/tmp/kernbench.{id}/main.o"),
+            OUTPUT_PAGES * PAGE_SIZE,
+            FileMode::default(),
+            imap,
+        );
+        Job {
+            workload: Workload::Kernbench,
+            who: format!("{} worker {id}", Workload::Kernbench),
+            target: Target::Build(Build {
+                parent,
+                program,
+                source,
+                output,
+            }),
+        }
+    }
+
     /// An `execl` job for worker `id`, running `program`.
     pub fn exec(program: &'a Program, id: usize) -> Job<'a> {
         Job {
@@ -173,12 +277,17 @@ impl<'a> Job<'a> {
                 *current = Some(next);
                 Ok(1)
             }
+            Target::Build(build) => {
+                build.compile().map_err(|e| format!("{who}: {e}"))?.exit();
+                Ok(1)
+            }
             Target::Space(space) => space.step(self.workload, who),
         }
     }
 
     /// Undoes what a stopped step sequence left behind: unmaps
-    /// `page_fault3`'s region, ends `execl`'s last process.
+    /// `page_fault3`'s region, ends `execl`'s last process. (A
+    /// `kernbench` job ends within its step.)
     pub fn finish(&mut self) -> Result<(), String> {
         match &mut self.target {
             Target::Exec { current, .. } => {
@@ -187,12 +296,106 @@ impl<'a> Job<'a> {
                 }
                 Ok(())
             }
+            Target::Build(_) => Ok(()),
             Target::Space(space) => match space.mapped.take() {
                 Some(a) => space.unmap(a, &self.who),
                 None => Ok(()),
             },
         }
     }
+}
+
+impl Build<'_> {
+    /// One compile job up to its exit: forks the parent, execs the
+    /// compiler in the child and does the compiler's memory work. Returns
+    /// the process, still holding the arenas and heap it did not free, for
+    /// the caller to end. Errors name the call that failed.
+    fn compile(&self) -> Result<Process, String> {
+        let child = self.parent.fork();
+        let process = self.program.exec_forked(child)?;
+        // A failure below drops the process, which tears it down as the
+        // kernel does when a process dies.
+        let mm = process.mm();
+        let source_len = SOURCE_PAGES * PAGE_SIZE;
+        let source = mm
+            .mmap(
+                0,
+                source_len,
+                Prot::READ,
+                MapFlags::PRIVATE,
+                Some(&self.source),
+                0,
+            )
+            .map_err(|e| format!("mmap of the source failed: {e}"))?;
+        touch(mm, source, SOURCE_PAGES, Access::Read, "the source")?;
+        let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+        let mut arenas = Vec::with_capacity(ARENAS as usize);
+        for _ in 0..ARENAS {
+            let arena = mm
+                .mmap(0, ARENA_SIZE, Prot::READ | Prot::WRITE, anon, None, 0)
+                .map_err(|e| format!("mmap of a heap arena failed: {e}"))?;
+            touch(
+                mm,
+                arena,
+                ARENA_PAGES_WRITTEN,
+                Access::Write,
+                "a heap arena",
+            )?;
+            arenas.push(arena);
+        }
+        let old_top = mm.brk(0);
+        let top = old_top + BRK_PAGES * PAGE_SIZE;
+        let grown = mm.brk(top);
+        if grown != top {
+            return Err(format!("brk grow to {top:#x} refused (break {grown:#x})"));
+        }
+        touch(mm, old_top, BRK_PAGES, Access::Write, "the heap")?;
+        // The collector frees every other arena; the rest stay mapped
+        // until exit.
+        for &arena in arenas.iter().step_by(2) {
+            mm.munmap(arena, ARENA_SIZE)
+                .map_err(|e| format!("munmap of a heap arena at {arena:#x} failed: {e}"))?;
+        }
+        let output_len = OUTPUT_PAGES * PAGE_SIZE;
+        let output = mm
+            .mmap(
+                0,
+                output_len,
+                Prot::READ | Prot::WRITE,
+                MapFlags::SHARED,
+                Some(&self.output),
+                0,
+            )
+            .map_err(|e| format!("mmap of the object file failed: {e}"))?;
+        touch(mm, output, OUTPUT_PAGES, Access::Write, "the object file")?;
+        mm.munmap(output, output_len)
+            .map_err(|e| format!("munmap of the object file failed: {e}"))?;
+        mm.munmap(source, source_len)
+            .map_err(|e| format!("munmap of the source failed: {e}"))?;
+        let trimmed = top - BRK_TRIM_PAGES * PAGE_SIZE;
+        let shrunk = mm.brk(trimmed);
+        if shrunk != trimmed {
+            return Err(format!(
+                "brk shrink to {trimmed:#x} refused (break {shrunk:#x})"
+            ));
+        }
+        Ok(process)
+    }
+}
+
+/// Faults `pages` consecutive pages from `addr` with `access`.
+fn touch(mm: &Mm, addr: u64, pages: u64, access: Access, what: &str) -> Result<(), String> {
+    let kind = match access {
+        Access::Read => "read",
+        Access::Write => "write",
+        Access::Exec => "exec",
+    };
+    for page in 0..pages {
+        let at = addr + page * PAGE_SIZE;
+        mm.fault(at, access)
+            .map_err(|e| format!("{kind} fault on {what} at {at:#x} failed: {e}"))?;
+    }
+    Ok(())
 }
 
 impl Space<'_> {
@@ -250,7 +453,9 @@ impl Space<'_> {
                 }
                 Ok(1)
             }
-            Workload::Execl => Err(format!("{who}: execl needs an exec job")),
+            Workload::Execl | Workload::Kernbench => Err(format!(
+                "{who}: {workload} runs processes of its own, not calls on one address space"
+            )),
         }
     }
 
@@ -281,7 +486,11 @@ mod tests {
 
     #[test]
     fn every_workload_leaves_the_map_as_it_found_it() {
-        for w in Workload::ALL.into_iter().filter(|&w| w != Workload::Execl) {
+        let own_processes = [Workload::Execl, Workload::Kernbench];
+        for w in Workload::ALL
+            .into_iter()
+            .filter(|w| !own_processes.contains(w))
+        {
             let mm = Mm::new(MmConfig::default());
             mm.set_brk_base(HEAP_BASE);
             let mut job = Job::new(&mm, w, 0, HEAP_BASE);
@@ -335,6 +544,116 @@ mod tests {
             panic!("not an exec job");
         };
         assert!(current.is_none());
+    }
+
+    /// `make`: a resident map and a written heap.
+    fn make_parent(index: mm::IndexKind) -> Mm {
+        let parent = Mm::new(MmConfig {
+            index,
+            ..MmConfig::default()
+        });
+        super::super::resident::populate(&parent, 40).unwrap();
+        parent.set_brk_base(HEAP_BASE);
+        let top = HEAP_BASE + 4 * PAGE_SIZE;
+        assert_eq!(parent.brk(top), top);
+        parent.fault(HEAP_BASE, Access::Write).unwrap();
+        parent
+    }
+
+    /// How many VMAs each file's reverse map holds.
+    fn file_counts(files: &[&Arc<File>]) -> Vec<usize> {
+        files.iter().map(|f| f.imap().count()).collect()
+    }
+
+    #[test]
+    fn kernbench_job_leaves_the_parent_and_the_shared_files_as_it_found_them() {
+        use super::super::execl::{count_vmas_of, VMAS_PER_OBJECT};
+        for index in mm::IndexKind::ALL {
+            let program = Program::new(index);
+            let parent = make_parent(index);
+            let mut job = Job::kernbench(&parent, &program, &ImapConfig::default(), 2);
+            let (source, output) = match &job.target {
+                Target::Build(b) => (Arc::clone(&b.source), Arc::clone(&b.output)),
+                _ => panic!("not a build job"),
+            };
+            let maps = parent.proc_maps();
+            let mut parent_files: Vec<Arc<File>> = Vec::new();
+            for v in parent.vmas() {
+                if let Some(f) = v.file() {
+                    if !parent_files.iter().any(|g| Arc::ptr_eq(f, g)) {
+                        parent_files.push(Arc::clone(f));
+                    }
+                }
+            }
+            assert!(!parent_files.is_empty());
+            let shared = [
+                program.exe(),
+                program.ld_so(),
+                program.ld_so_cache(),
+                program.libc(),
+                &source,
+                &output,
+            ];
+            let resident = file_counts(&shared);
+            let parents = file_counts(&parent_files.iter().collect::<Vec<_>>());
+
+            // Just before the exit: the child runs the compiler, not a
+            // copy of make, and holds what the job did not free.
+            let Target::Build(b) = &job.target else {
+                panic!("not a build job");
+            };
+            let p = b.compile().unwrap();
+            let mm = p.mm();
+            mm.validate().unwrap();
+            for f in &parent_files {
+                assert_eq!(count_vmas_of(mm, f), 0, "{index}");
+            }
+            assert_eq!(program.libc_vmas(mm), VMAS_PER_OBJECT, "{index}");
+            assert_eq!(count_vmas_of(mm, &source), 0, "{index}");
+            assert_eq!(count_vmas_of(mm, &output), 0, "{index}");
+            // Two arenas freed, two kept (separate VMAs: a freed one lies
+            // between them), each with the anon_vma its writes gave it.
+            let kept: Vec<_> = mm
+                .vmas()
+                .into_iter()
+                .filter(|v| v.file().is_none() && v.end() - v.start() == ARENA_SIZE)
+                .collect();
+            assert_eq!(kept.len(), 2, "{index}: {}", mm.proc_maps());
+            assert!(kept.iter().all(|v| v.anon().is_some()), "{index}");
+            // The heap: ld.so's growth plus the job's, less the trim.
+            let heap = mm.find_vma(mm.brk_value() - 1).unwrap();
+            assert_eq!(heap.end(), mm.brk_value(), "{index}");
+            assert_eq!(
+                heap.end() - heap.start(),
+                0x21000 + (BRK_PAGES - BRK_TRIM_PAGES) * PAGE_SIZE,
+                "{index}"
+            );
+            // The child's executable, ld.so and libc VMAs are in the
+            // shared reverse maps; the cache, source and object file
+            // were unmapped.
+            let mut live = resident.clone();
+            for i in [0, 1, 3] {
+                live[i] += VMAS_PER_OBJECT;
+            }
+            assert_eq!(file_counts(&shared), live, "{index}");
+            p.exit();
+            assert_eq!(file_counts(&shared), resident, "{index}");
+
+            for _ in 0..3 {
+                assert_eq!(job.step().unwrap(), 1, "{index}");
+            }
+            job.finish().unwrap();
+            // The parent keeps only its own VMAs, and every file's
+            // reverse map is back at its resident level.
+            assert_eq!(parent.proc_maps(), maps, "{index}");
+            parent.validate().unwrap();
+            assert_eq!(file_counts(&shared), resident, "{index}");
+            assert_eq!(
+                file_counts(&parent_files.iter().collect::<Vec<_>>()),
+                parents,
+                "{index}"
+            );
+        }
     }
 
     #[test]
