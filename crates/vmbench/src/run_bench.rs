@@ -1,4 +1,4 @@
-//! `vmbench run`: will-it-scale style workloads, `execl` and `aim7-brk` on
+//! `vmbench run`: will-it-scale style workloads, `execl`, `aim7-brk` and `kernbench` on
 //! the address-space model (see [`workload`] for what each one does, and
 //! [`execl`] for the program `execl` runs).
 //!
