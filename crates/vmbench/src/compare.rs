@@ -150,7 +150,7 @@ fn beta_fraction(a: f64, b: f64, x: f64) -> f64 {
 }
 
 /// ln Γ(z) for z > 0: Stirling's series, after raising z to at least 10
-/// with Γ(z) = Γ(z + 1) / z, where four terms are accurate to ~1e-15.
+/// with Γ(z) = Γ(z + 1) / z, where five terms are accurate to ~1e-14.
 fn ln_gamma(z: f64) -> f64 {
     let mut z = z;
     let mut shift = 0.0;
@@ -160,7 +160,9 @@ fn ln_gamma(z: f64) -> f64 {
     }
     let inv = 1.0 / z;
     let inv2 = inv * inv;
-    let series = inv * (1.0 / 12.0 - inv2 * (1.0 / 360.0 - inv2 * (1.0 / 1260.0 - inv2 / 1680.0)));
+    let series = inv
+        * (1.0 / 12.0
+            - inv2 * (1.0 / 360.0 - inv2 * (1.0 / 1260.0 - inv2 * (1.0 / 1680.0 - inv2 / 1188.0))));
     (z - 0.5) * z.ln() - z + 0.5 * (2.0 * std::f64::consts::PI).ln() + series - shift
 }
 
@@ -586,7 +588,8 @@ pub fn compare_tables(a: &[Sample], b: &[Sample]) -> Vec<WorkloadTable> {
             legend.insert(
                 1,
                 "B vs A = change of B's mean against A's; better/worse given the row's \
-                 direction; p = Welch's two-sided p-value"
+                 direction; p = Welch's two-sided p-value (no test: fewer than 2 \
+                 repetitions, or no spread on either side)"
                     .to_string(),
             );
             WorkloadTable {
