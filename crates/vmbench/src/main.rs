@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 mod alloc_count;
+mod compare;
 mod itree_bench;
 mod report;
 // Until `vmbench suite` and `compare` land (issue 5), only tests use it.
@@ -17,6 +18,7 @@ mod results;
 mod rng;
 mod run_bench;
 mod timing;
+mod topology_cmd;
 mod trace;
 mod tree_bench;
 
@@ -67,6 +69,13 @@ enum Command {
     /// Interval trees for i_mmap: augmented red-black vs augmented B+ tree
     /// (churn and page-query throughput, btree/rb ratio).
     Itree(itree_bench::ItreeArgs),
+    /// Compare two results directories (e.g. before and after a change):
+    /// per figure the mean of A and B, B's % change and Welch's p-value,
+    /// then how many rows differ significantly.
+    Compare(compare::CompareArgs),
+    /// What this machine has (CPU model, CPUs, NUMA nodes and their CPUs,
+    /// kernel) and what an emulated topology (--emulate NxM) maps onto it.
+    Topology(topology_cmd::TopologyArgs),
 }
 
 /// Options of `vmbench tree`.
@@ -186,6 +195,8 @@ fn main() -> ExitCode {
         Command::Record(args) => trace::record(args),
         Command::Replay(args) => trace::replay(args),
         Command::Itree(args) => itree_bench::main(args),
+        Command::Compare(args) => compare::main(args),
+        Command::Topology(args) => topology_cmd::main(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
