@@ -59,8 +59,8 @@ pub fn write_samples(path: &Path, samples: &[Sample]) -> io::Result<()> {
 /// naming the file and, for a bad line, its number.
 pub fn read_samples(dir: &Path) -> Result<Vec<Sample>, String> {
     let path = dir.join("results.jsonl");
-    let text = fs::read_to_string(&path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text =
+        fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
