@@ -11,12 +11,12 @@
 mod alloc_count;
 mod compare;
 mod itree_bench;
+mod plot;
 mod report;
-// Until `vmbench suite` and `compare` land (issue 5), only tests use it.
-#[allow(dead_code)]
 mod results;
 mod rng;
 mod run_bench;
+mod suite;
 mod timing;
 mod topology_cmd;
 mod trace;
@@ -50,6 +50,10 @@ struct Cli {
 /// The subcommands; each maps to one benchmark module.
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// The whole lab in one command: every workload across the designs it
+    /// compares, at 1 to all cores, repeated; writes a results directory
+    /// (raw JSON lines, comparison table, plots, HTML page).
+    Suite(suite::SuiteArgs),
     /// Maple tree vs BTreeMap microbenchmarks (load, insert, erase, iterate,
     /// gap search, concurrent reads, memory per entry).
     Tree(TreeArgs),
@@ -190,6 +194,7 @@ fn run_tree(args: &TreeArgs) -> Result<(), BenchError> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
+        Command::Suite(args) => suite::main(args),
         Command::Tree(args) => run_tree(args),
         Command::Run(args) => run_bench::main(args),
         Command::Record(args) => trace::record(args),

@@ -336,7 +336,7 @@ fn parse_threads(counts: &[String]) -> Result<Vec<usize>, BenchError> {
 
 /// 1, the powers of two below the CPU count, and the CPU count: the
 /// scaling curve on every core the machine has (1, 2 on two cores).
-fn default_threads() -> Vec<usize> {
+pub(crate) fn default_threads() -> Vec<usize> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut out: Vec<usize> = std::iter::successors(Some(1), |n| Some(n * 2))
         .take_while(|&n| n < cpus)

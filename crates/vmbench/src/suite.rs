@@ -1,0 +1,710 @@
+//! `vmbench suite`: every workload across the designs it compares, at 1 to
+//! all cores, repeated, then the comparison table, the plots and the HTML
+//! page in a results directory ([`crate::results`]).
+//!
+//! What each workload compares (the first configuration is the baseline
+//! of its table: the design the kernel had before the one measured
+//! against it):
+//!
+//! | workload | configurations |
+//! |---|---|
+//! | `tree` | the maple tree and `BTreeMap` (plain and behind a lock), per operation and size |
+//! | `execl` | the five i_mmap designs (`single` first), and `single` with each lock kind |
+//! | `aim7-brk` | the anon_vma rule off, then on |
+//! | `brk1`, `mmap1`, `malloc1`, `mmap2`, `page_fault3` | legacy index, then maple; processes and threads mode |
+//! | `kernbench` | legacy index, then maple |
+//!
+//! A configuration that cannot be measured (a failed call, a workload
+//! refusing a mode) is reported on stderr and left out of the results; the
+//! table then shows `-` for it, never a zero.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use mm::imap::ImapDesign;
+use mm::lock::LockKind;
+use mm::topology::{self, Topology};
+use mm::IndexKind;
+
+use crate::compare;
+use crate::plot;
+use crate::results::{self, Machine, Sample};
+use crate::run_bench::harness::{self, Mode, Spec, Timing};
+use crate::run_bench::workload::Workload;
+use crate::run_bench::{default_threads, execl, resident, MAX_THREADS};
+use crate::tree_bench::{self, BenchError, Impl, Op, Scale, TreeConfig};
+
+/// Options of `vmbench suite`.
+#[derive(Debug, Args)]
+pub struct SuiteArgs {
+    /// Shortest settings (seconds, not minutes): one short run per point,
+    /// two repetitions, small populations. For smoke tests.
+    #[arg(long, conflicts_with = "full")]
+    pub quick: bool,
+
+    /// Publication settings: longer runs, five repetitions, larger trees.
+    #[arg(long)]
+    pub full: bool,
+
+    /// Workloads, comma separated: tree, execl, aim7-brk, brk1, mmap1,
+    /// malloc1, mmap2, page_fault3, kernbench. [default: all]
+    #[arg(long, value_delimiter = ',')]
+    pub workloads: Option<Vec<String>>,
+
+    /// Keep only the configurations that name one of these designs, comma
+    /// separated: maple, legacy (the VMA index), processes, threads (the
+    /// mode), single, split, split-locked, distributed, adaptive (the
+    /// i_mmap design), std, rwsem, numa (the lock), rule-on, rule-off (the
+    /// anon_vma rule), or a tree implementation (maple-shared, btreemap,
+    /// rwlock-btreemap). [default: all]
+    #[arg(long, value_delimiter = ',')]
+    pub designs: Option<Vec<String>>,
+
+    /// Worker counts, comma separated. [default: 1, the powers of two below
+    /// the CPU count, and the CPU count]
+    #[arg(long, value_delimiter = ',')]
+    pub threads: Option<Vec<String>>,
+
+    /// Repetitions of every point. [default: 3; 2 with --quick, 5 with --full]
+    #[arg(long)]
+    pub repeat: Option<String>,
+
+    /// The results directory to write. [default: vmbench-results/<unix time>]
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+
+    /// Run on an emulated topology, e.g. 12x32 (sets the i_mmap groups and
+    /// the CPU each worker runs as). [default: host]
+    #[arg(long)]
+    pub topology: Option<String>,
+}
+
+/// One configuration of one workload.
+#[derive(Debug, Clone)]
+struct Config {
+    /// The column name, e.g. `imap=split`.
+    label: String,
+    /// The design names that `--designs` matches.
+    tags: Vec<&'static str>,
+    /// How to run it (for the `run` workloads).
+    kind: ConfigKind,
+}
+
+#[derive(Debug, Clone)]
+enum ConfigKind {
+    Run {
+        mode: Mode,
+        index: IndexKind,
+        imap: ImapDesign,
+        lock: LockKind,
+        anon_rule: bool,
+    },
+    /// A `tree` implementation.
+    Tree(Impl),
+}
+
+/// The suite's workloads, in run order.
+const WORKLOADS: [&str; 9] = [
+    "tree",
+    "execl",
+    "aim7-brk",
+    "brk1",
+    "mmap1",
+    "malloc1",
+    "mmap2",
+    "page_fault3",
+    "kernbench",
+];
+
+/// The tree operations the suite measures: lookups, writes, iteration,
+/// free-area search, reads beside a writer, and memory.
+const TREE_OPS: [Op; 7] = [
+    Op::Load,
+    Op::InsertRand,
+    Op::EraseRand,
+    Op::Iter,
+    Op::GapRev,
+    Op::LoadWithWriter,
+    Op::BytesTotalRand,
+];
+
+fn run_config(
+    label: String,
+    tags: Vec<&'static str>,
+    mode: Mode,
+    index: IndexKind,
+    imap: ImapDesign,
+    lock: LockKind,
+    anon_rule: bool,
+) -> Config {
+    Config {
+        label,
+        tags,
+        kind: ConfigKind::Run {
+            mode,
+            index,
+            imap,
+            lock,
+            anon_rule,
+        },
+    }
+}
+
+/// The configurations `workload` compares, baseline first.
+fn configs(workload: &str) -> Vec<Config> {
+    let m = IndexKind::Maple;
+    let (single, rwsem) = (ImapDesign::Single, LockKind::Rwsem);
+    let p = Mode::Processes;
+    match workload {
+        "tree" => Impl::ALL
+            .iter()
+            .map(|&imp| Config {
+                label: imp.name().to_string(),
+                tags: vec![imp.name()],
+                kind: ConfigKind::Tree(imp),
+            })
+            .collect(),
+        "execl" => {
+            let mut out: Vec<Config> = ImapDesign::ALL
+                .iter()
+                .map(|&d| {
+                    let label = format!("imap={d}");
+                    run_config(label, vec![d.name(), "rwsem"], p, m, d, rwsem, true)
+                })
+                .collect();
+            for lock in [LockKind::Std, LockKind::Numa] {
+                let label = format!("imap=single lock={lock}");
+                out.push(run_config(
+                    label,
+                    vec!["single", lock.name()],
+                    p,
+                    m,
+                    single,
+                    lock,
+                    true,
+                ));
+            }
+            out
+        }
+        "aim7-brk" => [false, true]
+            .into_iter()
+            .map(|rule| {
+                let name = if rule { "rule-on" } else { "rule-off" };
+                run_config(
+                    name.replace('-', "="),
+                    vec![name],
+                    p,
+                    m,
+                    single,
+                    rwsem,
+                    rule,
+                )
+            })
+            .collect(),
+        "kernbench" => IndexKind::ALL
+            .iter()
+            .rev()
+            .map(|&index| {
+                let label = index.name().to_string();
+                run_config(label, vec![index.name()], p, index, single, rwsem, true)
+            })
+            .collect(),
+        _ => {
+            let mut out = Vec::new();
+            for mode in Mode::ALL {
+                for &index in IndexKind::ALL.iter().rev() {
+                    let label = format!("{index} {}", mode.name());
+                    let tags = vec![index.name(), mode.name()];
+                    out.push(run_config(label, tags, mode, index, single, rwsem, true));
+                }
+            }
+            out
+        }
+    }
+}
+
+/// Settings resolved from the arguments.
+struct Plan {
+    workloads: Vec<&'static str>,
+    designs: Option<Vec<String>>,
+    threads: Vec<usize>,
+    repeat: usize,
+    timing: Timing,
+    resident_vmas: usize,
+    tree_sizes: Vec<usize>,
+    tree_scale: Scale,
+    topology: Arc<Topology>,
+    out: PathBuf,
+}
+
+impl SuiteArgs {
+    fn plan(&self) -> Result<Plan, BenchError> {
+        let workloads = match &self.workloads {
+            None => WORKLOADS.to_vec(),
+            Some(names) => {
+                let mut out = Vec::new();
+                for raw in names {
+                    let name = raw.trim();
+                    match WORKLOADS.iter().find(|&&w| w == name) {
+                        Some(&w) if !out.contains(&w) => out.push(w),
+                        Some(_) => {}
+                        None => {
+                            return Err(BenchError(format!(
+                                "--workloads: unknown workload '{name}' (expected one of {})",
+                                WORKLOADS.join(", ")
+                            )))
+                        }
+                    }
+                }
+                out
+            }
+        };
+        let designs = match &self.designs {
+            None => None,
+            Some(names) => {
+                let known: Vec<&str> = WORKLOADS
+                    .iter()
+                    .flat_map(|w| configs(w))
+                    .flat_map(|c| c.tags)
+                    .collect();
+                let mut out = Vec::new();
+                for raw in names {
+                    let name = raw.trim();
+                    if !known.contains(&name) {
+                        return Err(BenchError(format!(
+                            "--designs: unknown design '{name}' (see vmbench suite --help)"
+                        )));
+                    }
+                    out.push(name.to_string());
+                }
+                Some(out)
+            }
+        };
+        let threads = match &self.threads {
+            None => default_threads(),
+            Some(counts) => {
+                let mut out = Vec::new();
+                for raw in counts {
+                    let text = raw.trim();
+                    match text.parse::<usize>() {
+                        Ok(n) if (1..=MAX_THREADS).contains(&n) => {
+                            if !out.contains(&n) {
+                                out.push(n)
+                            }
+                        }
+                        _ => {
+                            return Err(BenchError(format!(
+                                "--threads: '{text}' is not a worker count (1 to {MAX_THREADS})"
+                            )))
+                        }
+                    }
+                }
+                out
+            }
+        };
+        let default_repeat = if self.quick {
+            2
+        } else if self.full {
+            5
+        } else {
+            3
+        };
+        let repeat = match self.repeat.as_deref().map(str::trim) {
+            None => default_repeat,
+            Some(text) => match text.parse::<usize>() {
+                Ok(n) if (1..=100).contains(&n) => n,
+                _ => {
+                    return Err(BenchError(format!(
+                        "--repeat: '{text}' is not a repetition count (1 to 100)"
+                    )))
+                }
+            },
+        };
+        let (duration, warmup) = if self.quick {
+            (0.03, 0.01)
+        } else if self.full {
+            (2.0, 0.5)
+        } else {
+            (0.8, 0.2)
+        };
+        let timing = Timing {
+            duration: Duration::from_secs_f64(duration),
+            warmup: Duration::from_secs_f64(warmup),
+        };
+        let topology = match self.topology.as_deref().map(str::trim) {
+            None | Some("host") => topology::host(),
+            Some(text) => Arc::new(
+                text.parse::<Topology>()
+                    .map_err(|e| BenchError(format!("--topology: {e}")))?,
+            ),
+        };
+        let out = match &self.out {
+            Some(dir) => dir.clone(),
+            None => {
+                let secs = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                PathBuf::from("vmbench-results").join(secs.to_string())
+            }
+        };
+        let (tree_sizes, tree_scale) = if self.quick {
+            (vec![1_000], Scale::QUICK)
+        } else if self.full {
+            (vec![1_000, 100_000, 1_000_000], Scale::FULL)
+        } else {
+            (vec![1_000, 100_000], Scale::QUICK)
+        };
+        Ok(Plan {
+            workloads,
+            designs,
+            threads,
+            repeat,
+            timing,
+            resident_vmas: if self.quick {
+                execl::QUICK_RESIDENT_VMAS
+            } else {
+                execl::DEFAULT_RESIDENT_VMAS
+            },
+            tree_sizes,
+            tree_scale,
+            topology,
+            out,
+        })
+    }
+}
+
+impl Plan {
+    /// The configurations of `workload` that `--designs` keeps.
+    fn configs(&self, workload: &str) -> Vec<Config> {
+        configs(workload)
+            .into_iter()
+            .filter(|c| match &self.designs {
+                None => true,
+                Some(d) => c.tags.iter().any(|t| d.iter().any(|n| n == t)),
+            })
+            .collect()
+    }
+
+    /// How many progress steps the run has.
+    fn steps(&self) -> u64 {
+        let mut n = 0;
+        for w in &self.workloads {
+            let configs = self.configs(w).len();
+            let per_config = if *w == "tree" {
+                // One tree pass measures every kept implementation.
+                usize::from(configs > 0)
+            } else {
+                configs * self.threads.len()
+            };
+            n += per_config * self.repeat;
+        }
+        n as u64
+    }
+}
+
+/// Runs `vmbench suite`.
+pub fn main(args: &SuiteArgs) -> Result<(), BenchError> {
+    let plan = args.plan()?;
+    let command: Vec<String> = std::env::args().collect();
+    let command = command.join(" ");
+    fs::create_dir_all(&plan.out)
+        .map_err(|e| BenchError(format!("--out: cannot create {}: {e}", plan.out.display())))?;
+    let machine = Machine::detect(&plan.topology);
+    write_file(&plan.out.join("command.txt"), &format!("{command}\n"))?;
+    let json = serde_json::to_string_pretty(&machine)
+        .map_err(|e| BenchError(format!("machine.json: {e}")))?;
+    write_file(&plan.out.join("machine.json"), &format!("{json}\n"))?;
+
+    let bar = ProgressBar::new(plan.steps());
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} ETA {eta} {msg}",
+        )
+        .map_err(|e| BenchError(format!("progress bar: {e}")))?,
+    );
+    let mut samples: Vec<Sample> = Vec::new();
+    let mut failures: Vec<String> = Vec::new();
+    for &workload in &plan.workloads {
+        let configs = plan.configs(workload);
+        if configs.is_empty() {
+            continue;
+        }
+        if workload == "tree" {
+            run_tree(&plan, &configs, &bar, &mut samples)?;
+        } else {
+            run_workload(&plan, workload, &configs, &bar, &mut samples, &mut failures);
+        }
+    }
+    bar.finish_and_clear();
+    for f in &failures {
+        eprintln!("vmbench suite: not measured: {f}");
+    }
+    if samples.is_empty() {
+        return Err(BenchError("nothing was measured".to_string()));
+    }
+    write_results(&plan.out, &machine, &command, &samples)?;
+    Ok(())
+}
+
+/// Measure every (configuration, thread count, repetition) of a `run`
+/// workload. Repetitions are the outer loop, so a disturbance of the
+/// machine spreads over configurations instead of biasing one.
+fn run_workload(
+    plan: &Plan,
+    workload: &str,
+    configs: &[Config],
+    bar: &ProgressBar,
+    samples: &mut Vec<Sample>,
+    failures: &mut Vec<String>,
+) {
+    let Some(w) = Workload::ALL.iter().copied().find(|w| w.name() == workload) else {
+        failures.push(format!("{workload}: not a run workload"));
+        return;
+    };
+    let mut failed: Vec<String> = Vec::new();
+    for rep in 0..plan.repeat {
+        for config in configs {
+            let ConfigKind::Run {
+                mode,
+                index,
+                imap,
+                lock,
+                anon_rule,
+            } = config.kind
+            else {
+                continue;
+            };
+            for &threads in &plan.threads {
+                bar.set_message(format!(
+                    "{workload} {} x{threads} (run {}/{})",
+                    config.label,
+                    rep + 1,
+                    plan.repeat
+                ));
+                bar.inc(1);
+                let key = format!("{workload} {} x{threads}", config.label);
+                if failed.contains(&key) {
+                    continue;
+                }
+                let spec = Spec {
+                    workload: w,
+                    mode,
+                    index,
+                    threads,
+                    resident: resident::DEFAULT_RESIDENT,
+                    resident_vmas: plan.resident_vmas,
+                    imap,
+                    lock,
+                    anon_rule,
+                    topology: Arc::clone(&plan.topology),
+                };
+                match harness::measure(&spec, &plan.timing) {
+                    Ok(m) if m.ops > 0 => samples.push(Sample {
+                        workload: workload.to_string(),
+                        metric: "ops/s".to_string(),
+                        unit: "ops/s".to_string(),
+                        higher_is_better: true,
+                        config: config.label.clone(),
+                        threads,
+                        rep,
+                        value: m.ops_per_sec(),
+                    }),
+                    Ok(_) => {
+                        failures.push(format!(
+                            "{key}: no operation completed in the timed interval"
+                        ));
+                        failed.push(key);
+                    }
+                    Err(e) => {
+                        failures.push(format!("{key}: {e}"));
+                        failed.push(key);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The tree microbenchmarks, once per repetition; every figure is a sample
+/// of its implementation at its operation and size.
+fn run_tree(
+    plan: &Plan,
+    configs: &[Config],
+    bar: &ProgressBar,
+    samples: &mut Vec<Sample>,
+) -> Result<(), BenchError> {
+    let impls: Vec<Impl> = configs
+        .iter()
+        .filter_map(|c| match c.kind {
+            ConfigKind::Tree(i) => Some(i),
+            ConfigKind::Run { .. } => None,
+        })
+        .collect();
+    for rep in 0..plan.repeat {
+        bar.set_message(format!("tree (run {}/{})", rep + 1, plan.repeat));
+        bar.inc(1);
+        let cfg = TreeConfig {
+            sizes: plan.tree_sizes.clone(),
+            repeat: 1,
+            ops: TREE_OPS.to_vec(),
+            impls: impls.clone(),
+            scale: plan.tree_scale,
+            seed: tree_bench::DEFAULT_SEED.wrapping_add(rep as u64),
+        };
+        // The tree benchmark notes its progress on stderr; the bar is
+        // suspended so the two do not interleave.
+        bar.suspend(|| {
+            tree_bench::run(&cfg, &mut |r| {
+                samples.push(Sample {
+                    workload: "tree".to_string(),
+                    metric: format!("{} n={}", r.op, r.n),
+                    unit: r.unit.to_string(),
+                    higher_is_better: false,
+                    config: r.imp.to_string(),
+                    threads: r.threads,
+                    rep,
+                    value: r.value,
+                })
+            })
+        })?;
+    }
+    Ok(())
+}
+
+/// Write the samples, the tables, the plots and the page.
+fn write_results(
+    dir: &Path,
+    machine: &Machine,
+    command: &str,
+    samples: &[Sample],
+) -> Result<(), BenchError> {
+    let io =
+        |what: &Path, e: std::io::Error| BenchError(format!("writing {}: {e}", what.display()));
+    let jsonl = dir.join("results.jsonl");
+    results::write_samples(&jsonl, samples).map_err(|e| io(&jsonl, e))?;
+    let tables = compare::suite_tables(samples);
+    let text = compare::render_text(&tables);
+    let markdown = compare::render_markdown(&tables);
+    write_file(&dir.join("table.txt"), &text)?;
+    write_file(&dir.join("table.md"), &markdown)?;
+    let mut plots = Vec::new();
+    let mut workloads: Vec<&str> = Vec::new();
+    for s in samples {
+        if !workloads.contains(&s.workload.as_str()) {
+            workloads.push(&s.workload);
+        }
+    }
+    for w in workloads {
+        match plot::plot_workload(samples, w, dir) {
+            Ok(paths) => plots.extend(
+                paths
+                    .into_iter()
+                    .filter(|p| p.extension().is_some_and(|e| e == "svg")),
+            ),
+            Err(e) => eprintln!("vmbench suite: plot of {w} not (fully) written: {e}"),
+        }
+    }
+    let title = "vmbench suite";
+    plot::write_html(dir, title, machine, command, &markdown, &plots)
+        .map_err(|e| BenchError(format!("writing index.html: {e}")))?;
+    println!("{text}");
+    let mut note = String::new();
+    let _ = writeln!(
+        note,
+        "vmbench suite: {} samples; results in {} (results.jsonl, table.txt, table.md, plots, index.html)",
+        samples.len(),
+        dir.display()
+    );
+    eprint!("{note}");
+    Ok(())
+}
+
+fn write_file(path: &Path, text: &str) -> Result<(), BenchError> {
+    fs::write(path, text).map_err(|e| BenchError(format!("writing {}: {e}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_workload_has_a_baseline_and_design_names_are_known() {
+        for w in WORKLOADS {
+            let c = configs(w);
+            assert!(!c.is_empty(), "{w}");
+            let labels: Vec<&str> = c.iter().map(|c| c.label.as_str()).collect();
+            let mut unique = labels.clone();
+            unique.sort_unstable();
+            unique.dedup();
+            assert_eq!(
+                unique.len(),
+                labels.len(),
+                "{w}: duplicate labels {labels:?}"
+            );
+        }
+        assert_eq!(configs("execl")[0].label, "imap=single");
+        assert_eq!(configs("aim7-brk")[0].label, "rule=off");
+        assert_eq!(configs("brk1")[0].label, "legacy processes");
+    }
+
+    fn args(extra: &[&str]) -> SuiteArgs {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct T {
+            #[command(flatten)]
+            a: SuiteArgs,
+        }
+        let mut argv = vec!["suite"];
+        argv.extend_from_slice(extra);
+        T::try_parse_from(argv).unwrap().a
+    }
+
+    #[test]
+    fn designs_filter_configurations_and_bad_names_are_errors() {
+        let plan = args(&["--designs", "distributed,rule-on,maple"])
+            .plan()
+            .unwrap();
+        let labels = |w| {
+            plan.configs(w)
+                .into_iter()
+                .map(|c| c.label)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(labels("execl"), vec!["imap=distributed"]);
+        assert_eq!(labels("aim7-brk"), vec!["rule=on"]);
+        assert_eq!(labels("brk1"), vec!["maple processes", "maple threads"]);
+        assert_eq!(labels("tree"), vec!["maple"]);
+        for bad in [
+            &["--designs", "percpu"][..],
+            &["--workloads", "kernbench2"],
+            &["--threads", "0"],
+            &["--repeat", "0"],
+            &["--topology", "0x2"],
+        ] {
+            let e = args(bad).plan().err().expect("must fail").0;
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn steps_count_every_measurement() {
+        let plan = args(&[
+            "--workloads",
+            "tree,execl",
+            "--threads",
+            "1,2",
+            "--repeat",
+            "2",
+        ])
+        .plan()
+        .unwrap();
+        // tree: one pass per repetition; execl: 7 configurations x 2
+        // thread counts per repetition.
+        assert_eq!(plan.steps(), 2 + 7 * 2 * 2);
+    }
+}
