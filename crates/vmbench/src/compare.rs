@@ -244,8 +244,6 @@ pub enum Cell {
     /// A mean and its spread (the baseline column, or A and B).
     Mean(Summary),
     /// A mean and its change against the row's baseline.
-    // Built only by `suite_tables`, which `vmbench suite` will call.
-    #[allow(dead_code)]
     MeanVs(Summary, Change),
     /// Only the change (the `B vs A` column of a comparison).
     Diff(Change),
@@ -459,9 +457,6 @@ fn common_legend(rows: &[Row]) -> Vec<String> {
 /// baseline; every other cell shows mean and % difference vs the baseline,
 /// with a mark (`*`) where Welch's p < [`ALPHA`], and a word that says
 /// better/worse given `higher_is_better`.
-// `vmbench suite` (issue 5, another branch) is its caller; the unit tests
-// below exercise it meanwhile.
-#[allow(dead_code)]
 pub fn suite_tables(samples: &[Sample]) -> Vec<WorkloadTable> {
     let sets = [samples];
     workloads(&sets)
