@@ -10,6 +10,7 @@
 
 mod alloc_count;
 mod itree_bench;
+mod plot;
 mod report;
 // Until `vmbench suite` and `compare` land (issue 5), only tests use it.
 #[allow(dead_code)]
