@@ -644,7 +644,14 @@ fn line_chart_svg(data: &Summary) -> Result<String, String> {
     let ticks: Vec<f64> = data.threads.iter().map(|&t| fwd(t as f64)).collect();
     let ticks = thin_ticks(&ticks, (xmax - xmin) * 40.0 / plot_px);
 
-    let title = format!("{}: {} vs worker threads", data.workload, data.metrics[0].0);
+    // Several metrics share the axis only when they share a unit: name
+    // that in the title, and each metric in its series' legend entry.
+    let what = if data.metrics.len() == 1 {
+        &data.metrics[0].0
+    } else {
+        unit
+    };
+    let title = format!("{}: {what} vs worker threads", data.workload);
     let y_desc = format!("{unit} ({})", data.summary_note());
     let mut svg = String::new();
     {
@@ -1200,6 +1207,28 @@ mod tests {
         // Integer thread ticks, exactly the measured ones.
         for t in [1, 2, 4, 8, 16] {
             assert!(svg.contains(&format!(">\n{t}\n</text>")), "no tick {t}");
+        }
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn metrics_sharing_a_unit_share_the_line_chart() {
+        let dir = temp_dir("metrics");
+        let mut samples = scaling(&["maple", "legacy"], &[1, 2]);
+        let mut reads = samples.clone();
+        for s in &mut reads {
+            s.metric = "reads/s".into();
+        }
+        samples.extend(reads);
+        let svg = plot_and_check(&samples, "brk1", &dir);
+        assert!(svg.contains("brk1: ops/s vs worker threads"));
+        for needle in [
+            "maple (ops/s)",
+            "legacy (ops/s)",
+            "maple (reads/s)",
+            "legacy (reads/s)",
+        ] {
+            assert!(svg.contains(needle), "SVG lacks {needle}");
         }
         fs::remove_dir_all(&dir).unwrap();
     }
