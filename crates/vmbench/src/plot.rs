@@ -95,9 +95,6 @@ const PREFERRED_FONTS: [&str; 6] = [
 /// Writes `<dir>/<workload>.svg` and `<dir>/<workload>.png` and returns the
 /// paths written. If the PNG cannot be drawn (no system font), the SVG has
 /// already been written and the error says which font is missing.
-// `vmbench suite` calls this (issue 5 integration); until then only the
-// tests below do.
-#[allow(dead_code)]
 pub fn plot_workload(
     samples: &[Sample],
     workload: &str,
@@ -105,7 +102,10 @@ pub fn plot_workload(
 ) -> Result<Vec<PathBuf>, String> {
     check_file_stem(workload)?;
     let data = Summary::of(samples, workload)?;
-    let svg = if data.threads.len() > 1 {
+    // Lines need several thread counts on one y axis; metrics in several
+    // units (`tree`: ns/op beside bytes/entry) are bars, whatever their
+    // thread counts.
+    let svg = if data.threads.len() > 1 && data.common_unit().is_some() {
         line_chart_svg(&data)?
     } else {
         bar_chart_svg(&data)?
@@ -124,9 +124,6 @@ pub fn plot_workload(
 /// every plot. Plots are shown by their SVG where there is one, with links
 /// to the other formats of the same plot; paths inside `dir` are linked
 /// relative to it so the directory can be moved or published as a whole.
-// `vmbench suite` calls this (issue 5 integration); until then only the
-// tests below do.
-#[allow(dead_code)]
 pub fn write_html(
     dir: &Path,
     title: &str,
@@ -718,19 +715,29 @@ fn line_chart_svg(data: &Summary) -> Result<String, String> {
     Ok(svg)
 }
 
-/// A single thread count: one group of bars per metric, one bar per
-/// configuration, with the min..max bar of its repetitions.
+/// One group of bars per metric, one bar per configuration, with the
+/// min..max bar of its repetitions: for a single thread count, or for
+/// metrics in several units. Where thread counts differ, each metric's
+/// label names its own.
 fn bar_chart_svg(data: &Summary) -> Result<String, String> {
     let common = data.common_unit().map(str::to_string);
+    let mixed_threads = data.threads.len() > 1;
     let labels: Vec<String> = data
         .metrics
         .iter()
-        .map(|(m, u)| {
-            if common.is_some() {
-                m.clone()
-            } else {
-                format!("{m} [{u}]")
+        .enumerate()
+        .map(|(mi, (m, u))| {
+            let mut label = m.clone();
+            if common.is_none() {
+                label = format!("{label} [{u}]");
             }
+            if mixed_threads {
+                let t = (0..data.configs.len())
+                    .find_map(|c| data.points.get(&(mi, c)).and_then(|v| v.first()))
+                    .map_or(0, |p| p.threads);
+                label = format!("{label} x{t}");
+            }
+            label
         })
         .collect();
     let (nm, nc) = (data.metrics.len(), data.configs.len());
@@ -773,15 +780,22 @@ fn bar_chart_svg(data: &Summary) -> Result<String, String> {
     let legend_w = legend_width("configuration", &data.configs);
     let (w, h) = (plot_w + legend_w, 520 + x_label_area);
 
-    let threads = data.threads[0];
-    let title = format!(
-        "{}: {} metric{} at {} thread{}",
-        data.workload,
-        nm,
-        plural(nm),
-        threads,
-        plural(threads)
-    );
+    let title = match data.threads.as_slice() {
+        [t] => format!(
+            "{}: {} metric{} at {} thread{}",
+            data.workload,
+            nm,
+            plural(nm),
+            t,
+            plural(*t)
+        ),
+        _ => format!(
+            "{}: {} metric{} (xN = threads)",
+            data.workload,
+            nm,
+            plural(nm)
+        ),
+    };
     let y_desc = format!(
         "{}{} ({})",
         common.as_deref().unwrap_or("value, in each metric's unit"),

@@ -600,13 +600,15 @@ fn write_results(
         }
     }
     for w in workloads {
-        match plot::plot_workload(samples, w, dir) {
-            Ok(paths) => plots.extend(
-                paths
-                    .into_iter()
-                    .filter(|p| p.extension().is_some_and(|e| e == "svg")),
-            ),
-            Err(e) => eprintln!("vmbench suite: plot of {w} not (fully) written: {e}"),
+        // The page shows the SVGs; a PNG that could not be drawn (no
+        // system font) is reported, and its SVG still shown.
+        let svg = dir.join(format!("{w}.svg"));
+        if let Err(e) = plot::plot_workload(samples, w, dir) {
+            let what = if svg.exists() { "PNG" } else { "plot" };
+            eprintln!("vmbench suite: {w}: {what} not written: {e}");
+        }
+        if svg.exists() {
+            plots.push(svg);
         }
     }
     let title = "vmbench suite";
