@@ -280,13 +280,7 @@ impl RunArgs {
             Some(names) => parse_names(names, &[true, false], rule_name, "anon rule setting")?,
             None => vec![true],
         };
-        let topology = match self.topology.as_deref().map(str::trim) {
-            None | Some("host") => topology::host(),
-            Some(text) => Arc::new(
-                text.parse::<Topology>()
-                    .map_err(|e| BenchError(format!("--topology: {e}")))?,
-            ),
-        };
+        let topology = parse_topology(self.topology.as_deref())?;
         Ok(RunConfig {
             workloads,
             modes,
@@ -304,6 +298,18 @@ impl RunArgs {
     }
 }
 
+/// Parses `--topology`: `host` (or nothing) for this machine, `NxM` for
+/// an emulated one.
+pub(crate) fn parse_topology(text: Option<&str>) -> Result<Arc<Topology>, BenchError> {
+    match text.map(str::trim) {
+        None | Some("host") => Ok(topology::host()),
+        Some(text) => text
+            .parse::<Topology>()
+            .map(Arc::new)
+            .map_err(|e| BenchError(format!("--topology: {e}"))),
+    }
+}
+
 /// `--anon-rule`'s names for the rule's two settings.
 fn rule_name(on: bool) -> &'static str {
     if on {
@@ -314,7 +320,7 @@ fn rule_name(on: bool) -> &'static str {
 }
 
 /// Parses `--threads`: positive counts up to [`MAX_THREADS`].
-fn parse_threads(counts: &[String]) -> Result<Vec<usize>, BenchError> {
+pub(crate) fn parse_threads(counts: &[String]) -> Result<Vec<usize>, BenchError> {
     let mut out = Vec::new();
     for raw in counts {
         let text = raw.trim();

@@ -28,7 +28,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use mm::imap::ImapDesign;
 use mm::lock::LockKind;
-use mm::topology::{self, Topology};
+use mm::topology::Topology;
 use mm::IndexKind;
 
 use crate::compare;
@@ -36,7 +36,7 @@ use crate::plot;
 use crate::results::{self, Machine, Sample};
 use crate::run_bench::harness::{self, Mode, Spec, Timing};
 use crate::run_bench::workload::Workload;
-use crate::run_bench::{default_threads, execl, resident, MAX_THREADS};
+use crate::run_bench::{default_threads, execl, parse_threads, parse_topology, resident};
 use crate::tree_bench::{self, BenchError, Impl, Op, Scale, TreeConfig};
 
 /// Options of `vmbench suite`.
@@ -287,25 +287,7 @@ impl SuiteArgs {
         };
         let threads = match &self.threads {
             None => default_threads(),
-            Some(counts) => {
-                let mut out = Vec::new();
-                for raw in counts {
-                    let text = raw.trim();
-                    match text.parse::<usize>() {
-                        Ok(n) if (1..=MAX_THREADS).contains(&n) => {
-                            if !out.contains(&n) {
-                                out.push(n)
-                            }
-                        }
-                        _ => {
-                            return Err(BenchError(format!(
-                                "--threads: '{text}' is not a worker count (1 to {MAX_THREADS})"
-                            )))
-                        }
-                    }
-                }
-                out
-            }
+            Some(counts) => parse_threads(counts)?,
         };
         let default_repeat = if self.quick {
             2
@@ -336,13 +318,7 @@ impl SuiteArgs {
             duration: Duration::from_secs_f64(duration),
             warmup: Duration::from_secs_f64(warmup),
         };
-        let topology = match self.topology.as_deref().map(str::trim) {
-            None | Some("host") => topology::host(),
-            Some(text) => Arc::new(
-                text.parse::<Topology>()
-                    .map_err(|e| BenchError(format!("--topology: {e}")))?,
-            ),
-        };
+        let topology = parse_topology(self.topology.as_deref())?;
         let out = match &self.out {
             Some(dir) => dir.clone(),
             None => {
