@@ -3,7 +3,9 @@
 //! Both keep the path to the current leaf, so a scan steps from leaf to leaf
 //! instead of walking from the root for each entry. If the writer replaces
 //! the cached leaf, the next step notices the dead mark and walks afresh
-//! from the index it had reached.
+//! from the index it had reached. The mark is set when the write finishes
+//! (after its new nodes are published, as in the kernel): a step taken
+//! while a write is in flight may still read the leaf it replaces.
 //!
 //! # Under concurrent shared writes
 //!

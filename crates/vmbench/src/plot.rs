@@ -318,11 +318,9 @@ impl Summary {
                 let v: Vec<f64> = chunk.iter().map(|x| x.2).collect();
                 series.push(Point {
                     threads: chunk[0].0,
-                    mean: if harmonic {
-                        harmonic_mean(&v)
-                    } else {
-                        v.iter().sum::<f64>() / v.len() as f64
-                    },
+                    // The table's mean (harmonic for rates); a zero
+                    // rate, which has none, plots at zero.
+                    mean: crate::compare::summarize(&v, harmonic).map_or(0.0, |s| s.mean),
                     min: v.iter().copied().fold(f64::INFINITY, f64::min),
                     max: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
                     reps: v.len(),
@@ -368,15 +366,6 @@ impl Summary {
         };
         format!("{mean}; bars: min..max over {over}")
     }
-}
-
-/// Harmonic mean of non-negative rates: the rate of the whole when each
-/// repetition did the same work. A zero rate makes the whole zero.
-fn harmonic_mean(v: &[f64]) -> f64 {
-    if v.contains(&0.0) {
-        return 0.0;
-    }
-    v.len() as f64 / v.iter().map(|x| 1.0 / x).sum::<f64>()
 }
 
 /// A number for an axis tick: at most three significant digits with an SI
@@ -1365,7 +1354,12 @@ mod tests {
         );
         assert_eq!(data.points[&(1, 0)][0].mean, 200.0);
         assert!(!data.all_harmonic && data.any_harmonic);
-        assert_eq!(harmonic_mean(&[0.0, 5.0]), 0.0);
+        // A zero rate has no harmonic mean: it plots at zero.
+        let zero = sample("z", "ops/s", "ops/s", "a", 1);
+        let mut five = sample("z", "ops/s", "ops/s", "a", 1);
+        five.value = 5.0;
+        let data = Summary::of(&[zero, five], "z").unwrap();
+        assert_eq!(data.points[&(0, 0)][0].mean, 0.0);
     }
 
     #[test]
