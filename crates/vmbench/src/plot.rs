@@ -985,7 +985,24 @@ fn url(path: &str) -> String {
     out
 }
 
-/// Splits a Markdown table row into its cells (`\|` is a literal bar).
+/// `text` with Markdown's backslash escapes of punctuation removed.
+fn unescape_markdown(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match chars.peek() {
+            Some(&n) if c == '\\' && n.is_ascii_punctuation() => {
+                out.push(n);
+                chars.next();
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// Splits a Markdown table row into its cells; a backslash-escaped
+/// character (`\|` included) is taken literally.
 fn table_cells(line: &str) -> Vec<String> {
     let t = line.trim();
     let t = t.strip_prefix('|').unwrap_or(t);
@@ -998,9 +1015,12 @@ fn table_cells(line: &str) -> Vec<String> {
     let mut chars = t.chars().peekable();
     while let Some(c) = chars.next() {
         match c {
-            '\\' if chars.peek() == Some(&'|') => {
-                cells.last_mut().unwrap().push('|');
-                chars.next();
+            // A backslash escapes the punctuation after it (`\|`, `\*`,
+            // `\_`): the cell shows the character itself.
+            '\\' if chars.peek().is_some_and(|n| n.is_ascii_punctuation()) => {
+                if let Some(n) = chars.next() {
+                    cells.last_mut().unwrap().push(n);
+                }
             }
             '|' => cells.push(String::new()),
             c => cells.last_mut().unwrap().push(c),
@@ -1083,7 +1103,8 @@ fn markdown_to_html(md: &str) -> String {
         }
         if let Some(h) = t.strip_prefix('#') {
             flush(&mut text, &mut out);
-            let _ = writeln!(out, "<h3>{}</h3>", escape(h.trim_start_matches('#').trim()));
+            let title = unescape_markdown(h.trim_start_matches('#').trim());
+            let _ = writeln!(out, "<h3>{}</h3>", escape(&title));
         } else if !(text.is_empty() && t.is_empty()) {
             text.push(line);
         }
@@ -1389,7 +1410,8 @@ mod tests {
             topology: "host(1x2)".into(),
         };
         let table = "## brk1\n\n| metric | threads | maple | legacy |\n|---|--:|--:|--:|\n\
-                     | ops/s | 1 | 1.00M | 0.50M (-50.0%) * |\n| a \\| b | 2 | 2 | 3 |\n\n\
+                     | ops/s | 1 | 1.00M | 0.50M (-50.0%) \\* |\n| a \\| b | 2 | 2 | 3 |\n\n\
+                     ### page\\_fault3\n\n\
                      * significant (Welch's t-test, p < 0.05)\n";
         let plots = vec![
             dir.join("brk1.svg"),
@@ -1416,6 +1438,7 @@ mod tests {
             "kernel 6.1.0",
             "vmbench suite --quick",
             "<h3>brk1</h3>",
+            "<h3>page_fault3</h3>",
             "<th class=\"r\">maple</th>",
             "<td class=\"r\">0.50M (-50.0%) *</td>",
             "<td>a | b</td>",
