@@ -107,8 +107,9 @@ pub struct AnonVma {
     parent: Option<Arc<AnonVma>>,
     /// The family's root; `None` when this is the root.
     root: Option<Arc<AnonVma>>,
-    /// The family's lock and trees; only the root has them.
-    family: Option<RwSem<Family>>,
+    /// The family's lock and trees: made with the root, shared by every
+    /// member (the kernel reaches it through `anon_vma->root`).
+    family: Arc<RwSem<Family>>,
 }
 
 static NEXT_ANON_ID: AtomicU64 = AtomicU64::new(1);
@@ -120,7 +121,7 @@ impl AnonVma {
             id: NEXT_ANON_ID.fetch_add(1, Ordering::Relaxed),
             parent: None,
             root: None,
-            family: Some(RwSem::new(lock, LockClass::AnonVma, Family::default())),
+            family: Arc::new(RwSem::new(lock, LockClass::AnonVma, Family::default())),
         })
     }
 
@@ -130,7 +131,7 @@ impl AnonVma {
             id: NEXT_ANON_ID.fetch_add(1, Ordering::Relaxed),
             parent: Some(Arc::clone(parent)),
             root: Some(Arc::clone(parent.root())),
-            family: None,
+            family: Arc::clone(&parent.family),
         })
     }
 
@@ -149,13 +150,8 @@ impl AnonVma {
         self.root.as_ref().unwrap_or(self)
     }
 
-    fn lock(self: &Arc<AnonVma>) -> &RwSem<Family> {
-        match &self.root().family {
-            Some(l) => l,
-            // Only roots are built without a root pointer, and they always
-            // get the family.
-            None => unreachable!("an anon_vma root without its family lock"),
-        }
+    fn lock(&self) -> &RwSem<Family> {
+        &self.family
     }
 
     /// The page ranges `(first, last)` of the VMAs linked to this
