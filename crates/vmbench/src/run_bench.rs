@@ -140,6 +140,11 @@ pub struct RunArgs {
     #[arg(long)]
     pub topology: Option<String>,
 
+    /// Do not pin workers to CPUs (on the host topology they are pinned
+    /// one per CPU by default; workers on an emulated one never are).
+    #[arg(long)]
+    pub no_pin: bool,
+
     /// Print one JSON object per configuration on stdout instead of a
     /// table.
     #[arg(long)]
@@ -173,6 +178,8 @@ pub struct RunConfig {
     pub anon_rules: Vec<bool>,
     /// The machine, real or emulated.
     pub topology: Arc<Topology>,
+    /// Pin workers on the host topology.
+    pub pin: bool,
 }
 
 impl RunConfig {
@@ -196,6 +203,7 @@ impl RunConfig {
                                 lock,
                                 anon_rule,
                                 topology: Arc::clone(&self.topology),
+                                pin: self.pin,
                             });
                         }
                     }
@@ -294,6 +302,7 @@ impl RunArgs {
             locks,
             anon_rules,
             topology,
+            pin: !self.no_pin,
         })
     }
 }

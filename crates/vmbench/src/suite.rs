@@ -82,6 +82,11 @@ pub struct SuiteArgs {
     /// the CPU each worker runs as). [default: host]
     #[arg(long)]
     pub topology: Option<String>,
+
+    /// Do not pin workers to CPUs (on the host topology they are pinned
+    /// one per CPU by default).
+    #[arg(long)]
+    pub no_pin: bool,
 }
 
 /// One configuration of one workload.
@@ -239,6 +244,7 @@ struct Plan {
     tree_sizes: Vec<usize>,
     tree_scale: Scale,
     topology: Arc<Topology>,
+    pin: bool,
     out: PathBuf,
 }
 
@@ -349,6 +355,7 @@ impl SuiteArgs {
             tree_sizes,
             tree_scale,
             topology,
+            pin: !self.no_pin,
             out,
         })
     }
@@ -478,6 +485,7 @@ fn run_workload(
                     lock,
                     anon_rule,
                     topology: Arc::clone(&plan.topology),
+                    pin: plan.pin,
                 };
                 match harness::measure(&spec, &plan.timing) {
                     Ok(m) if m.ops > 0 => samples.push(Sample {

@@ -81,6 +81,8 @@ pub struct Spec {
     /// The machine the i_mmap groups and the workers' CPUs come from, real
     /// or emulated.
     pub topology: Arc<Topology>,
+    /// Pin each worker to its real CPU on the host topology.
+    pub pin: bool,
 }
 
 impl Spec {
@@ -117,15 +119,15 @@ impl Spec {
     }
 
     /// The (virtual) CPU worker `id` runs as, and whether it is pinned to
-    /// the real CPU behind it. On the host's topology worker `i` is pinned
-    /// to CPU `i`; on an emulated one the workers are spread over the
+    /// the real CPU behind it. On the host's topology worker `i` runs as
+    /// CPU `i`, pinned to it unless `pin` is off; on an emulated one the workers are spread over the
     /// nodes first (worker `i` on node `i mod nodes`), so that two workers
     /// are as far apart as the emulated machine allows, and not pinned:
     /// several virtual CPUs share each real one.
     pub fn vcpu(&self, id: usize) -> (usize, bool) {
         let t = &self.topology;
         if !t.is_emulated() {
-            return (id % t.nr_cpus().max(1), true);
+            return (id % t.nr_cpus().max(1), self.pin);
         }
         let nodes = t.nr_nodes().max(1);
         let per_node = (t.nr_cpus() / nodes).max(1);
@@ -597,6 +599,7 @@ mod tests {
             lock: LockKind::default(),
             anon_rule: true,
             topology: topology::host(),
+            pin: true,
         }
     }
 
@@ -611,6 +614,23 @@ mod tests {
         let mut job = f.job(1).unwrap();
         assert_eq!(job.step().unwrap(), 1);
         job.finish().unwrap();
+    }
+
+    #[test]
+    fn workers_are_pinned_on_the_host_unless_asked_not_to_and_spread_on_emulated_nodes() {
+        let host = spec(Workload::Brk1, Mode::Processes, 2);
+        let cpus = host.topology.nr_cpus();
+        assert_eq!(host.vcpu(1), (1 % cpus, true));
+        let unpinned = Spec { pin: false, ..host };
+        assert_eq!(unpinned.vcpu(1), (1 % cpus, false));
+        let emulated = Spec {
+            topology: Arc::new("12x32".parse().unwrap()),
+            ..unpinned
+        };
+        // Worker i on node i mod 12, never pinned.
+        assert_eq!(emulated.vcpu(0), (0, false));
+        assert_eq!(emulated.vcpu(1), (32, false));
+        assert_eq!(emulated.vcpu(13), (33, false));
     }
 
     #[test]
