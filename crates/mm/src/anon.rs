@@ -150,15 +150,11 @@ impl AnonVma {
         self.root.as_ref().unwrap_or(self)
     }
 
-    fn lock(&self) -> &RwSem<Family> {
-        &self.family
-    }
-
     /// The page ranges `(first, last)` of the VMAs linked to this
     /// anon_vma, in key order, read under the family lock (shared): what
     /// an rmap walk of one of its pages would search.
     pub fn entries(self: &Arc<AnonVma>) -> Vec<(u64, u64)> {
-        let family = self.lock().read();
+        let family = self.family.read();
         let mut out = Vec::new();
         if let Some(tree) = family.trees.get(&self.id) {
             let _ = tree.visit_all(|e| {
@@ -220,7 +216,7 @@ impl AnonLink {
             anon_vma,
             avc: Avc::new(pages.0, pages.1),
         };
-        link.link_all(&mut link.anon_vma.lock().write());
+        link.link_all(&mut link.anon_vma.family.write());
         link
     }
 
@@ -236,7 +232,7 @@ impl AnonLink {
             chain: chain.into(),
             avc: Avc::new(pages.0, pages.1),
         };
-        link.link_all(&mut link.anon_vma.lock().write());
+        link.link_all(&mut link.anon_vma.family.write());
         link
     }
 
@@ -329,7 +325,7 @@ pub(crate) fn relink(old: &[(&AnonLink, Pages)], new: &mut [(&mut AnonLink, Page
             .partition(|s| Arc::ptr_eq(s.root(), &root));
         steps = rest;
         let needs_lock = !rule || mine.iter().any(|s| !matches!(s, Step::MoveEnd(..)));
-        let mut guard = needs_lock.then(|| root.lock().write());
+        let mut guard = needs_lock.then(|| root.family.write());
         for s in &mine {
             match (s, guard.as_deref_mut()) {
                 (Step::Remove(l), Some(family)) => l.unlink_all(family),

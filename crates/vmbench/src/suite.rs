@@ -18,7 +18,6 @@
 //! refusing a mode) is reported on stderr and left out of the results; the
 //! table then shows `-` for it, never a zero.
 
-use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -599,14 +598,11 @@ fn write_results(
     plot::write_html(dir, title, machine, command, &markdown, &plots)
         .map_err(|e| BenchError(format!("writing index.html: {e}")))?;
     println!("{text}");
-    let mut note = String::new();
-    let _ = writeln!(
-        note,
+    eprintln!(
         "vmbench suite: {} samples; results in {} (results.jsonl, table.txt, table.md, plots, index.html)",
         samples.len(),
         dir.display()
     );
-    eprint!("{note}");
     Ok(())
 }
 

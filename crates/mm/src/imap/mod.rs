@@ -252,13 +252,8 @@ pub(crate) type Tree = Itree<Arc<Vma>>;
 
 /// The interval a VMA maps, in pages of its file.
 pub(crate) fn key(vma: &Arc<Vma>) -> (u64, u64, u64) {
-    let pages = vma.len() >> crate::PAGE_SHIFT;
-    let first = vma.pgoff();
-    (
-        first,
-        first.wrapping_add(pages - 1),
-        Arc::as_ptr(vma) as usize as u64,
-    )
+    let (first, last) = vma.pages();
+    (first, last, Arc::as_ptr(vma) as usize as u64)
 }
 
 pub(crate) fn tree_insert(tree: &mut Tree, vma: &Arc<Vma>) {
