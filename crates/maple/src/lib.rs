@@ -53,7 +53,7 @@ pub use error::Error;
 pub use iter::{Cursor, Iter};
 pub use node::NODE_SIZE;
 pub use slab::node_memory_reserved;
-pub use sync::{pin, Guard};
+pub use sync::{pin, unprotected, Guard};
 pub use tree::{MapleTree, MemStats};
 pub use write::WriteGuard;
 

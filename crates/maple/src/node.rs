@@ -24,12 +24,21 @@
 //!
 //! # The metadata word
 //!
-//! `parent address | leaf bit (bit 5) | dead bit (bit 4) | len - 1 (bits 0..4)`.
-//! Nodes are 256-byte aligned, so the parent address leaves the low 8 bits
-//! free. `len` is fixed once a node is published; the writer changes the
-//! parent address (when it replaces a parent) and sets the dead bit (when it
-//! replaces the node itself). The parent address is bookkeeping that
-//! `validate` checks; it is never dereferenced.
+//! `sequence (bits 8..64) | leaf bit (bit 5) | dead bit (bit 4) | len - 1 (bits 0..4)`.
+//!
+//! The sequence count is what lets a shared writer change a leaf in place
+//! (see "In-place writes" in `write.rs`): it is odd while the writer is
+//! changing the leaf, and moves on by two for every change. A reader takes
+//! the whole word as a *stamp* when it enters a leaf ([`NodePtr::stamp`]),
+//! reads what it needs, and keeps the result only if the word is unchanged
+//! afterwards ([`NodePtr::still`]); that one comparison covers both an
+//! in-place change and the node's replacement (the dead bit). Internal
+//! nodes are never changed in place (only their child pointers and gaps,
+//! which are single atomic words), so their sequence stays 0.
+//!
+//! The kernel's nodes record their parent here instead; this tree never
+//! climbs by parent pointer (writers keep the path they walked down), so
+//! the word holds the sequence count.
 //!
 //! # Safety model
 //!
@@ -40,10 +49,11 @@
 //! freed only after a grace period. This is the one invariant the whole crate
 //! keeps, and the reason these accessors can be safe inside the crate.
 //!
-//! Published nodes are immutable except through atomics: slot pointers (a
-//! child replaced by its copy), gaps, and the metadata word. Plain fields
-//! (pivots) change only while the writer has `&mut` access to the tree
-//! (in-place writes), when no reader can exist.
+//! Every field of a node is an atomic word, because a published leaf may be
+//! changed in place by a shared writer while readers look at it (under the
+//! sequence count above). Internal nodes change after publication only in
+//! their child pointers (a child replaced by its copy), their gaps and
+//! their metadata word (the dead bit).
 
 use crate::slab;
 use crate::sync::{AtomicPtr, AtomicU64, Ordering};
@@ -68,19 +78,20 @@ pub(crate) const MAX_HEIGHT: usize = 24;
 const LEN_MASK: u64 = 0xf;
 const DEAD: u64 = 1 << 4;
 const LEAF: u64 = 1 << 5;
-const PARENT_MASK: u64 = !0xff;
+/// One step of the sequence count (bits 8..64).
+const SEQ_ONE: u64 = 1 << 8;
 
 #[repr(C, align(256))]
 struct Leaf {
     meta: AtomicU64,
-    pivots: [u64; LEAF_SLOTS - 1],
+    pivots: [AtomicU64; LEAF_SLOTS - 1],
     slots: [AtomicPtr<u8>; LEAF_SLOTS],
 }
 
 #[repr(C, align(256))]
 struct Internal {
     meta: AtomicU64,
-    pivots: [u64; INTERNAL_SLOTS - 1],
+    pivots: [AtomicU64; INTERNAL_SLOTS - 1],
     slots: [AtomicPtr<u8>; INTERNAL_SLOTS],
     gaps: [AtomicU64; INTERNAL_SLOTS],
 }
@@ -150,11 +161,6 @@ impl NodePtr {
     }
 
     #[inline]
-    pub(crate) fn addr(self) -> usize {
-        self.0.as_ptr().addr() & !1
-    }
-
-    #[inline]
     fn leaf(&self) -> &Leaf {
         debug_assert!(self.is_leaf());
         // SAFETY: the module invariant: the node is alive while a NodePtr to
@@ -195,31 +201,44 @@ impl NodePtr {
         m.store(m.load(Ordering::Relaxed) | DEAD, Ordering::Release);
     }
 
-    pub(crate) fn parent_addr(self) -> usize {
-        (self.meta().load(Ordering::Relaxed) & PARENT_MASK) as usize
+    /// The metadata word as a reader's stamp, taken when it enters the
+    /// node and before it reads anything else there.
+    #[inline]
+    pub(crate) fn stamp(self) -> u64 {
+        self.meta().load(Ordering::Acquire)
     }
 
-    pub(crate) fn set_parent(self, parent: Option<NodePtr>) {
-        let m = self.meta();
-        let addr = parent.map_or(0, |p| p.addr()) as u64;
-        m.store(
-            (m.load(Ordering::Relaxed) & !PARENT_MASK) | addr,
-            Ordering::Release,
-        );
+    /// Whether everything read from the node since `stamp` was taken is
+    /// one consistent, current state: no in-place change was in progress
+    /// then or has happened since, and the node has not been replaced.
+    ///
+    /// The acquire fence orders the reads being validated before the
+    /// second load of the word (the reader half of a sequence lock): if a
+    /// writer's change to any of them was seen, so is its increment of the
+    /// count, which the writer made before the change.
+    #[inline]
+    pub(crate) fn still(self, stamp: u64) -> bool {
+        crate::sync::fence(Ordering::Acquire);
+        stamp & (SEQ_ONE | DEAD) == 0 && self.meta().load(Ordering::Relaxed) == stamp
     }
 
     pub(crate) fn meta_says_leaf(self) -> bool {
         self.meta().load(Ordering::Relaxed) & LEAF != 0
     }
 
-    /// Pivot `i` (only meaningful for `i < len - 1`; `u64::MAX` beyond).
+    /// Pivot `i` (only meaningful for `i < len - 1`; `u64::MAX` beyond,
+    /// also past the array).
     #[inline]
     pub(crate) fn pivot(self, i: usize) -> u64 {
-        if self.is_leaf() {
-            self.leaf().pivots[i]
+        // Past the array reads as unused: a reader whose length and slot
+        // came from two moments of an in-place change may ask for pivot 15
+        // of a leaf; its stamp check throws the answer away.
+        let p = if self.is_leaf() {
+            self.leaf().pivots.get(i)
         } else {
-            self.internal().pivots[i]
-        }
+            self.internal().pivots.get(i)
+        };
+        p.map_or(u64::MAX, |p| p.load(Ordering::Relaxed))
     }
 
     /// Last index covered by slot `i` of a node whose range ends at `max`.
@@ -233,17 +252,29 @@ impl NodePtr {
     }
 
     /// The slot whose range contains `index` (which must lie in the node's
-    /// range): the number of pivots below `index`.
+    /// range): the number of pivots below `index`. Pivots ascend, so the
+    /// scan stops at the first one at or above `index`; it reads at most
+    /// the `len - 1` stored pivots (atomics do not vectorise, so reading
+    /// fewer is what keeps this fast).
     #[inline]
     pub(crate) fn find_slot(self, index: u64) -> usize {
         #[inline(always)]
-        fn below<const N: usize>(pivots: &[u64; N], index: u64) -> usize {
-            pivots.iter().map(|&p| usize::from(p < index)).sum()
+        fn below(pivots: &[AtomicU64], index: u64) -> usize {
+            pivots
+                .iter()
+                .position(|p| p.load(Ordering::Relaxed) >= index)
+                .unwrap_or(pivots.len())
         }
+        // A torn length (a reader overlapping an in-place change) still
+        // bounds the scan inside the array; the stamp check discards it.
+        let stored = self.len() - 1;
         if self.is_leaf() {
-            below(&self.leaf().pivots, index)
+            below(&self.leaf().pivots[..stored.min(LEAF_SLOTS - 1)], index)
         } else {
-            below(&self.internal().pivots, index)
+            below(
+                &self.internal().pivots[..stored.min(INTERNAL_SLOTS - 1)],
+                index,
+            )
         }
     }
 
@@ -311,16 +342,16 @@ impl NodePtr {
 
     /// Allocates a node holding `items` (at least one; the last item's end
     /// is the node's max and is not stored).
-    pub(crate) fn new(leaf: bool, items: &[Item], parent: Option<NodePtr>) -> NodePtr {
+    pub(crate) fn new(leaf: bool, items: &[Item]) -> NodePtr {
         let len = items.len();
-        let meta = ((len - 1) as u64 & LEN_MASK)
-            | if leaf { LEAF } else { 0 }
-            | parent.map_or(0, |p| p.addr()) as u64;
+        let meta = ((len - 1) as u64 & LEN_MASK) | if leaf { LEAF } else { 0 };
         if leaf {
             assert!((1..=LEAF_SLOTS).contains(&len));
             let node = Leaf {
                 meta: AtomicU64::new(meta),
-                pivots: std::array::from_fn(|i| if i + 1 < len { items[i].end } else { u64::MAX }),
+                pivots: std::array::from_fn(|i| {
+                    AtomicU64::new(if i + 1 < len { items[i].end } else { u64::MAX })
+                }),
                 slots: std::array::from_fn(|i| {
                     AtomicPtr::new(items.get(i).map_or(ptr::null_mut(), |it| it.ptr))
                 }),
@@ -330,7 +361,9 @@ impl NodePtr {
             assert!((1..=INTERNAL_SLOTS).contains(&len));
             let node = Internal {
                 meta: AtomicU64::new(meta),
-                pivots: std::array::from_fn(|i| if i + 1 < len { items[i].end } else { u64::MAX }),
+                pivots: std::array::from_fn(|i| {
+                    AtomicU64::new(if i + 1 < len { items[i].end } else { u64::MAX })
+                }),
                 slots: std::array::from_fn(|i| {
                     AtomicPtr::new(items.get(i).map_or(ptr::null_mut(), |it| it.ptr))
                 }),
@@ -340,29 +373,67 @@ impl NodePtr {
         }
     }
 
-    /// Rewrites a leaf in place with `items`.
+    /// Rewrites a leaf in place with `items` (same bounds, at most
+    /// [`LEAF_SLOTS`] items), for a writer with exclusive access: plain
+    /// stores, no sequence step, since no reader can be looking.
     ///
     /// # Safety
-    /// The caller has exclusive access to the tree (`&mut`), so no reader
-    /// can be looking at this node.
+    /// The caller has exclusive access to the tree, so no reader can be
+    /// looking at this node.
     pub(crate) unsafe fn rewrite_leaf(self, items: &[Item]) {
+        self.store_leaf(items);
+    }
+
+    /// Rewrites a published leaf in place with `items` (same bounds, at
+    /// most [`LEAF_SLOTS`] items) while readers may be looking at it: the
+    /// sequence count is made odd first and moved on when the leaf is
+    /// whole again, so a reader whose reads overlap the change sees its
+    /// stamp fail ([`still`](NodePtr::still)) and reads again.
+    ///
+    /// Only the tree's single writer calls this.
+    pub(crate) fn rewrite_leaf_shared(self, items: &[Item]) {
+        let meta = self.meta();
+        let m = meta.load(Ordering::Relaxed);
+        debug_assert!(m & SEQ_ONE == 0, "a leaf change is already in progress");
+        meta.store(m.wrapping_add(SEQ_ONE), Ordering::Relaxed);
+        // The odd count must be visible before any changed field: a reader
+        // that sees a new pivot or slot must also see the count move.
+        crate::sync::fence(Ordering::Release);
+        self.store_leaf(items);
+        // `store_leaf` left the count odd with the new length; make it even.
+        let m = meta.load(Ordering::Relaxed);
+        meta.store(m.wrapping_add(SEQ_ONE), Ordering::Release);
+    }
+
+    /// Stores `items` into the leaf's pivots, slots and length; the
+    /// sequence bits are left as they are.
+    fn store_leaf(self, items: &[Item]) {
         let len = items.len();
         assert!((1..=LEAF_SLOTS).contains(&len));
-        // SAFETY: exclusive access per the contract; the node is alive and
-        // a leaf (tag checked by the debug assertion in `leaf`).
-        let leaf = unsafe { &mut *self.0.as_ptr().map_addr(|a| a & !1).cast::<Leaf>() };
-        for (i, pivot) in leaf.pivots.iter_mut().enumerate() {
-            *pivot = if i + 1 < len { items[i].end } else { u64::MAX };
+        let leaf = self.leaf();
+        for (i, pivot) in leaf.pivots.iter().enumerate() {
+            let p = if i + 1 < len { items[i].end } else { u64::MAX };
+            if pivot.load(Ordering::Relaxed) != p {
+                pivot.store(p, Ordering::Relaxed);
+            }
         }
         for (i, slot) in leaf.slots.iter().enumerate() {
-            slot.store(
-                items.get(i).map_or(ptr::null_mut(), |it| it.ptr),
-                Ordering::Relaxed,
-            );
+            let p = items.get(i).map_or(ptr::null_mut(), |it| it.ptr);
+            if slot.load(Ordering::Relaxed) != p {
+                slot.store(p, Ordering::Relaxed);
+            }
         }
         let m = leaf.meta.load(Ordering::Relaxed);
         leaf.meta
             .store((m & !LEN_MASK) | (len - 1) as u64, Ordering::Relaxed);
+    }
+
+    /// Replaces the value pointer in slot `i` of a published leaf with one
+    /// release store (the slot-store fast path in `write.rs`): a reader
+    /// reads the old pointer or the new one, and the new value was built
+    /// before this store.
+    pub(crate) fn store_slot(self, i: usize, p: *mut u8) {
+        self.leaf().slots[i].store(p, Ordering::Release);
     }
 
     /// Frees the node's memory (not its children or values).

@@ -7,14 +7,18 @@
 
 use crate::node::{NodePtr, MAX_HEIGHT};
 
-/// One node on a path: its bounds and the slot the path continues through
-/// (for the leaf: the slot holding the index that was searched for).
+/// One node on a path: its bounds, the slot the path continues through
+/// (for the leaf: the slot holding the index that was searched for), and
+/// the node's stamp taken before anything else was read from it.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Level {
     pub node: NodePtr,
     pub min: u64,
     pub max: u64,
     pub slot: usize,
+    /// The node's metadata word when the path entered it; a reader keeps
+    /// what it read from the node only while [`Level::still`] holds.
+    pub stamp: u64,
 }
 
 impl Level {
@@ -24,7 +28,9 @@ impl Level {
         if self.slot == 0 {
             self.min
         } else {
-            self.node.pivot(self.slot - 1) + 1
+            // Wrapping: a reader may meet a torn pivot here, which its
+            // stamp check then throws away.
+            self.node.pivot(self.slot - 1).wrapping_add(1)
         }
     }
 
@@ -34,12 +40,21 @@ impl Level {
         self.node.end(self.slot, self.max)
     }
 
+    /// Whether everything read from this level's node since the path
+    /// entered it is one consistent, current state (see
+    /// [`NodePtr::still`]).
+    #[inline]
+    pub(crate) fn still(&self) -> bool {
+        self.node.still(self.stamp)
+    }
+
     /// The level below: the child in the current slot, entered at `slot`
     /// (`None`: the slot holding `index`).
     #[inline]
     fn descend(&self, index: Option<u64>, last: bool) -> Level {
         let node = self.node.child(self.slot);
         let (min, max) = (self.slot_start(), self.slot_end());
+        let stamp = node.stamp();
         let slot = match index {
             Some(i) => node.find_slot(i),
             None if last => node.len() - 1,
@@ -50,6 +65,7 @@ impl Level {
             min,
             max,
             slot,
+            stamp,
         }
     }
 }
@@ -70,6 +86,7 @@ impl Path {
             min: 0,
             max: u64::MAX,
             slot: 0,
+            stamp: 0,
         };
         let mut path = Path {
             levels: [top; MAX_HEIGHT],
@@ -86,6 +103,7 @@ impl Path {
             min: 0,
             max: 0,
             slot: 0,
+            stamp: 0,
         };
         Path {
             levels: [nowhere; MAX_HEIGHT],
@@ -103,11 +121,13 @@ impl Path {
     /// few hundred bytes: iterators and the writer keep theirs).
     #[inline]
     pub(crate) fn rewalk(&mut self, root: NodePtr, index: u64) {
+        let stamp = root.stamp();
         self.levels[0] = Level {
             node: root,
             min: 0,
             max: u64::MAX,
             slot: root.find_slot(index),
+            stamp,
         };
         self.depth = 1;
         while !self.leaf().node.is_leaf() {

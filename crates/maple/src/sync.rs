@@ -8,12 +8,12 @@
 //! that shuttle cannot see.
 
 #[cfg(not(vmscale_shuttle))]
-pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+pub(crate) use std::sync::atomic::{fence, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 #[cfg(not(vmscale_shuttle))]
 pub(crate) use std::sync::{Mutex, MutexGuard};
 
 #[cfg(vmscale_shuttle)]
-pub(crate) use shuttle::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+pub(crate) use shuttle::sync::atomic::{fence, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 #[cfg(vmscale_shuttle)]
 pub(crate) use shuttle::sync::{Mutex, MutexGuard};
 
@@ -35,6 +35,30 @@ pub use crossbeam_epoch::Guard;
 #[cfg(not(vmscale_shuttle))]
 pub fn pin() -> Guard {
     crossbeam_epoch::pin()
+}
+
+/// A guard that pins nothing, for readers that exclude every writer of
+/// the tree by a lock of their own (as the kernel reads its maple tree
+/// under `mmap_lock` without `rcu_read_lock`): no grace period is needed
+/// when no write can run, and taking none saves a fence per read.
+///
+/// # Safety
+/// While references read under this guard are in use, no write to the tree
+/// runs on any thread (nothing the reads reach may be freed or changed).
+///
+/// ```
+/// let mut tree = maple::MapleTree::new();
+/// tree.store_range(1, 9, 'a').unwrap();
+/// // SAFETY: `tree` is only written through `&mut`, which this shared
+/// // borrow excludes while `v` lives.
+/// let v = tree.load(5, unsafe { maple::unprotected() });
+/// assert_eq!(v, Some(&'a'));
+/// ```
+#[cfg(not(vmscale_shuttle))]
+pub unsafe fn unprotected() -> &'static Guard {
+    // SAFETY: per the contract, nothing is freed while the guard is used;
+    // the tree never defers through a reader's guard.
+    unsafe { crossbeam_epoch::unprotected() }
 }
 
 /// Runs `f` once no thread can still hold a reference obtained before this
@@ -60,6 +84,16 @@ pub struct Guard(());
 #[cfg(vmscale_shuttle)]
 pub fn pin() -> Guard {
     Guard(())
+}
+
+/// Shuttle stand-in for [`unprotected`](crate::unprotected).
+///
+/// # Safety
+/// As for the real one.
+#[cfg(vmscale_shuttle)]
+pub unsafe fn unprotected() -> &'static Guard {
+    static NONE: Guard = Guard(());
+    &NONE
 }
 
 /// Shuttle stand-in: leaks instead of freeing, which is trivially safe.

@@ -129,10 +129,13 @@ impl<T: Send + Sync> MapleTree<T> {
             while !node.is_leaf() {
                 node = node.child(node.find_slot(index));
             }
+            let stamp = node.stamp();
             let p = node.slot(node.find_slot(index));
-            if node.is_dead() {
-                // The writer replaced this leaf while we read it: what we
-                // read may be stale. Start again from the (new) root.
+            if !node.still(stamp) {
+                // The writer changed this leaf in place, or replaced it,
+                // while we read it: what we read may be torn or stale.
+                // Start again from the (new) root.
+                std::hint::spin_loop();
                 continue;
             }
             // SAFETY: `p` is a value of this tree read from a leaf that was
@@ -173,7 +176,14 @@ impl<T: Send + Sync> MapleTree<T> {
         max: u64,
         _guard: &'g Guard,
     ) -> Option<(u64, u64, &'g T)> {
-        let (first, last, p) = self.seek_fwd(&mut None, index, max)?;
+        if index > max {
+            return None;
+        }
+        let (first, last, p) = match self.seek_in_leaf(index, max, false) {
+            LeafSeek::Found(first, last, p) => (first, last, p),
+            LeafSeek::Absent => return None,
+            LeafSeek::Beyond => self.seek_fwd(&mut None, index, max)?,
+        };
         // SAFETY: as in `load`.
         Some((first, last, unsafe { value::get::<T>(p) }))
     }
@@ -195,9 +205,72 @@ impl<T: Send + Sync> MapleTree<T> {
         min: u64,
         _guard: &'g Guard,
     ) -> Option<(u64, u64, &'g T)> {
-        let (first, last, p) = self.seek_rev(&mut None, index, min)?;
+        if index < min {
+            return None;
+        }
+        let (first, last, p) = match self.seek_in_leaf(index, min, true) {
+            LeafSeek::Found(first, last, p) => (first, last, p),
+            LeafSeek::Absent => return None,
+            LeafSeek::Beyond => self.seek_rev(&mut None, index, min)?,
+        };
         // SAFETY: as in `load`.
         Some((first, last, unsafe { value::get::<T>(p) }))
+    }
+
+    /// The one-shot `find` and `find_rev`: a walk like `load`'s, with no
+    /// path kept, then a scan of the leaf holding `index` towards `bound`
+    /// (up when `!rev`, down when `rev`). Most searches end in that leaf;
+    /// the rest ([`LeafSeek::Beyond`]) continue on the general path, which
+    /// keeps a path to step between leaves.
+    #[inline]
+    fn seek_in_leaf(&self, index: u64, bound: u64, rev: bool) -> LeafSeek {
+        loop {
+            let Some(mut node) = self.root_node() else {
+                return LeafSeek::Absent;
+            };
+            let (mut min, mut max) = (0, u64::MAX);
+            while !node.is_leaf() {
+                let s = node.find_slot(index);
+                if s > 0 {
+                    min = node.pivot(s - 1).wrapping_add(1);
+                }
+                max = node.end(s, max);
+                node = node.child(s);
+            }
+            let stamp = node.stamp();
+            let len = node.len();
+            let start = |s: usize| {
+                if s == 0 {
+                    min
+                } else {
+                    node.pivot(s - 1).wrapping_add(1)
+                }
+            };
+            let mut s = node.find_slot(index);
+            let mut answer = if rev && min > bound || !rev && max < bound {
+                LeafSeek::Beyond
+            } else {
+                LeafSeek::Absent
+            };
+            while s < len {
+                let (first, last) = (start(s), node.end(s, max));
+                if !rev && first > bound || rev && last < bound {
+                    break;
+                }
+                let p = node.slot(s);
+                if !p.is_null() {
+                    answer = LeafSeek::Found(first, last, p);
+                    break;
+                }
+                // Wraps below slot 0 to end the loop going down.
+                s = if rev { s.wrapping_sub(1) } else { s + 1 };
+            }
+            if node.still(stamp) {
+                return answer;
+            }
+            // Changed or replaced under the scan: look again.
+            std::hint::spin_loop();
+        }
     }
 
     /// Points `cache` at the leaf slot holding `index`: from the cached
@@ -205,9 +278,12 @@ impl<T: Send + Sync> MapleTree<T> {
     /// that reuses the path's storage. `None` for an empty tree.
     #[inline]
     fn position<'c>(&self, cache: &'c mut Option<Path>, index: u64) -> Option<&'c mut Path> {
-        let reusable = cache.as_ref().is_some_and(|p| {
-            p.leaf().min <= index && index <= p.leaf().max && !p.leaf().node.is_dead()
-        });
+        // A cached leaf is reused only while its stamp holds: a leaf
+        // changed in place or replaced since the last call is walked to
+        // afresh, so a finished write is never hidden by the cache.
+        let reusable = cache
+            .as_ref()
+            .is_some_and(|p| p.leaf().min <= index && index <= p.leaf().max && p.leaf().still());
         let root = self.root_node()?;
         let Some(path) = cache else {
             return Some(cache.insert(Path::walk(root, index)));
@@ -225,13 +301,13 @@ impl<T: Send + Sync> MapleTree<T> {
                 leaf.node.find_slot(index)
             };
         } else if path.leaf().max.wrapping_add(1) == index
-            && !path.leaf().node.is_dead()
+            && path.leaf().still()
             && path.next_leaf()
         {
             // A forward scan leaving its leaf: step to the next leaf through
             // the cached ancestors instead of walking from the root. A stale
-            // ancestor leads to a consistent older subtree; the leaf's dead
-            // mark is checked before anything found there is returned.
+            // ancestor leads to a consistent older subtree; the new leaf's
+            // stamp is checked before anything found there is returned.
         } else {
             path.rewalk(root, index);
         }
@@ -263,7 +339,7 @@ impl<T: Send + Sync> MapleTree<T> {
                     }
                     let p = leaf.node.slot(slot);
                     if !p.is_null() {
-                        if leaf.node.is_dead() {
+                        if !leaf.still() {
                             *cache = None;
                             continue 'restart;
                         }
@@ -271,11 +347,14 @@ impl<T: Send + Sync> MapleTree<T> {
                         return Some((first, last, p));
                     }
                 }
+                // Nothing here: trust that only if the leaf did not change
+                // under the scan (an entry moved by an in-place write could
+                // otherwise be skipped although present before and after).
+                if !leaf.still() {
+                    *cache = None;
+                    continue 'restart;
+                }
                 if leaf.max >= max || !path.next_leaf() {
-                    if leaf.node.is_dead() {
-                        *cache = None;
-                        continue 'restart;
-                    }
                     return None;
                 }
             }
@@ -304,7 +383,7 @@ impl<T: Send + Sync> MapleTree<T> {
                     }
                     let p = leaf.node.slot(slot);
                     if !p.is_null() {
-                        if leaf.node.is_dead() {
+                        if !leaf.still() {
                             *cache = None;
                             continue 'restart;
                         }
@@ -312,11 +391,11 @@ impl<T: Send + Sync> MapleTree<T> {
                         return Some((first, last, p));
                     }
                 }
+                if !leaf.still() {
+                    *cache = None;
+                    continue 'restart;
+                }
                 if leaf.min <= min || !path.prev_leaf() {
-                    if leaf.node.is_dead() {
-                        *cache = None;
-                        continue 'restart;
-                    }
                     return None;
                 }
             }
@@ -438,7 +517,8 @@ impl<T: Send + Sync> MapleTree<T> {
     /// `u64::MAX` past `len`; unused slots null; every leaf at one depth;
     /// recorded gaps equal to the real largest gap of each child; fill rules
     /// (root internal node: at least 2 children; other nodes at least half
-    /// full minus one, except the rightmost node of each level); parent links;
+    /// full minus one, except the rightmost node of each level); no sequence
+    /// count on internal nodes (they are never changed in place);
     /// no dead node reachable; no two adjacent absent ranges anywhere (so a
     /// gap never straddles a leaf boundary); entry and node counters.
     ///
@@ -456,9 +536,6 @@ impl<T: Send + Sync> MapleTree<T> {
             };
         };
         let mut v = Validator::default();
-        if root.parent_addr() != 0 {
-            return Err("root has a parent".into());
-        }
         v.node(root, 0, u64::MAX, 1, true)?;
         if root.is_leaf() && root.len() == 1 && root.slot(0).is_null() {
             return Err("root is a leaf holding only absence; should be empty".into());
@@ -484,6 +561,17 @@ impl<T: Send + Sync> MapleTree<T> {
     }
 }
 
+/// What one leaf says about a one-shot search (see
+/// `MapleTree::seek_in_leaf`).
+enum LeafSeek {
+    /// The entry, as `(first, last, value pointer)`.
+    Found(u64, u64, *mut u8),
+    /// No entry up to the bound.
+    Absent,
+    /// Nothing in this leaf, and the bound lies beyond it.
+    Beyond,
+}
+
 enum Search {
     Found(u64),
     NotFound,
@@ -501,13 +589,16 @@ struct GapQuery {
 
 impl GapQuery {
     fn search(&self, node: NodePtr, nmin: u64, nmax: u64) -> Search {
+        let stamp = node.stamp();
         let len = node.len();
         if node.is_leaf() {
             let mut found = None;
             let mut start = nmin;
             for i in 0..len {
                 let end = node.end(i, nmax);
-                if node.slot(i).is_null() && end >= self.min && start <= self.max {
+                // `start <= end` fails only for a torn read, which the
+                // stamp check below discards.
+                if node.slot(i).is_null() && end >= self.min && start <= self.max && start <= end {
                     let (a, b) = (start.max(self.min), end.min(self.max));
                     if gap_size(a, b) >= self.size {
                         found = Some(if self.rev { b - (self.size - 1) } else { a });
@@ -519,13 +610,17 @@ impl GapQuery {
                 start = end.wrapping_add(1);
             }
             return match found {
-                _ if node.is_dead() => Search::Stale,
+                _ if !node.still(stamp) => Search::Stale,
                 Some(a) => Search::Found(a),
                 None => Search::NotFound,
             };
         }
         let visit = |i: usize| {
-            let cmin = if i == 0 { nmin } else { node.pivot(i - 1) + 1 };
+            let cmin = if i == 0 {
+                nmin
+            } else {
+                node.pivot(i - 1).wrapping_add(1)
+            };
             let cmax = node.end(i, nmax);
             if cmax < self.min || cmin > self.max || node.gap(i) < self.size {
                 return Search::NotFound;
@@ -637,8 +732,8 @@ impl Validator {
             if child.raw().is_null() {
                 return Err(at(format!("child {i} is null")));
             }
-            if child.parent_addr() != node.addr() {
-                return Err(at(format!("child {i} has a wrong parent link")));
+            if child.stamp() & !0xff != 0 && !child.is_leaf() {
+                return Err(at(format!("internal child {i} has a sequence count")));
             }
             let gap = self.node(child, cmin, cmax, depth + 1, false)?;
             if node.gap(i) != gap {
@@ -688,7 +783,7 @@ impl<T: Send + Sync> Clone for MapleTree<T> {
     /// space: same shape, values shared (each `T` is reference-counted, not
     /// cloned). Takes the writer lock, so it sees no half-made shared write.
     fn clone(&self) -> Self {
-        fn copy<T>(node: NodePtr, parent: Option<NodePtr>, max: u64, nodes: &mut usize) -> NodePtr {
+        fn copy<T>(node: NodePtr, max: u64, nodes: &mut usize) -> NodePtr {
             *nodes += 1;
             let len = node.len();
             let mut items = [Item {
@@ -704,10 +799,10 @@ impl<T: Send + Sync> Clone for MapleTree<T> {
                     unsafe { value::share::<T>(item.ptr) };
                 }
             }
-            let new = NodePtr::new(node.is_leaf(), &items[..len], parent);
+            let new = NodePtr::new(node.is_leaf(), &items[..len]);
             if !node.is_leaf() {
                 for (i, item) in items[..len].iter().enumerate() {
-                    let child = copy::<T>(node.child(i), Some(new), item.end, nodes);
+                    let child = copy::<T>(node.child(i), item.end, nodes);
                     new.publish_child(i, child);
                 }
             }
@@ -718,7 +813,7 @@ impl<T: Send + Sync> Clone for MapleTree<T> {
         let tree = MapleTree::new();
         let mut nodes = 0;
         if let Some(root) = self.root_node() {
-            let new = copy::<T>(root, None, u64::MAX, &mut nodes);
+            let new = copy::<T>(root, u64::MAX, &mut nodes);
             tree.root.store(new.raw(), Ordering::Release);
         }
         tree.nodes.store(nodes, Ordering::Relaxed);

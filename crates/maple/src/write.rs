@@ -18,10 +18,61 @@
 //! nodes that overflow are split; the rightmost node of each level is
 //! exempt from the minimum so that ascending inserts fill nodes completely.
 //!
-//! With `&mut` access the common case — a leaf rewritten into one leaf — is
-//! done in place with no allocation; replaced nodes and values are freed at
-//! once. Shared writers copy, mark replaced nodes dead after publishing,
-//! and hand them to the grace-period collector.
+//! # In-place writes
+//!
+//! The common case — a leaf rewritten into one leaf with the same bounds —
+//! is done in place, with no allocation, by every writer. With `&mut`
+//! access (or [`MapleTree::write_unshared`]) no reader exists, so the leaf
+//! is simply rewritten and what it held is freed at once. A shared writer
+//! (readers may be walking the leaf) uses one of two protocols, chosen by
+//! what changes; copy-on-write remains for everything that splits, merges
+//! or rebalances nodes, which changes a parent. For each of the kernel's
+//! RCU-mode fast paths, why a concurrent reader sees the old range or the
+//! new one and never a torn one:
+//!
+//! 1. **Slot store** — exactly one slot's pointer changes, no pivot and no
+//!    length (a VMA replaced by one with the same bounds; an erase that
+//!    leaves a range absent between two present ones). One release store
+//!    of the pointer. Ranges are unchanged, and a pointer is one atomic
+//!    word, so any reader reads the old value or the new one over the same
+//!    range; the release pairs with the reader's acquire load of the slot,
+//!    so the new value is fully built when seen.
+//! 2. **Pivot move** — one pivot moves and the slots on both sides keep
+//!    their pointers (a VMA growing or shrinking into the gap beside it:
+//!    `brk`, `mremap` in place). A single pivot store is *not* enough here:
+//!    a reader finds its slot with one read of the pivot and computes the
+//!    entry's range with a second, and from the old slot and the new bound
+//!    it would report an entry that does not contain the index it searched
+//!    for. So the move is made under the leaf's sequence count (below).
+//! 3. **Append** — new ranges written into the leaf's unused tail (an mmap
+//!    above the last VMA of a leaf). The slot search counts the pivots
+//!    below the index over the whole pivot array (unused pivots hold
+//!    `u64::MAX`), so a pivot written into the tail is visible at once,
+//!    before any length could be published; the append, too, is made under
+//!    the sequence count.
+//!
+//! **The sequence count** (the metadata word of each leaf, see `node.rs`)
+//! is what makes 2, 3 and every other leaf-local change safe: the writer
+//! makes the count odd, then (after a release fence) stores the pivots,
+//! slots and length, then makes the count even with a release store. A
+//! reader takes the word as a stamp when it enters the leaf, before any
+//! other read there, and keeps what it read only if, after an acquire
+//! fence, the word is still the stamp and the stamp was even and not dead.
+//! If any read saw a store of the change, the fences guarantee the second
+//! load sees at least the odd count, so the reader walks again; if none
+//! did, everything it read is the old leaf, whole. Readers therefore see
+//! the whole old leaf or the whole new one, and otherwise retry; they still
+//! write nothing shared. The same check replaces the dead-mark check for
+//! copied leaves: marking a node dead also changes the word.
+//!
+//! The mutation check for this protocol: built with `--cfg
+//! vmscale_mutant="unsequenced"`, shared in-place writes skip the sequence
+//! count, and the shuttle model (`tests/shuttle_model.rs`) must fail.
+//!
+//! Shared writers that copy mark replaced nodes dead after publishing and
+//! hand them to the grace-period collector, one deferred call per node or
+//! value (a one-pointer closure, which crossbeam stores without
+//! allocating); a write that replaces nothing defers nothing.
 
 use crate::error::Error;
 use crate::node::{
@@ -170,6 +221,16 @@ impl Retired {
     }
 }
 
+/// A value pointer unlinked from the tree, on its way to the collector.
+struct Unlinked(*mut u8);
+
+impl Unlinked {
+    /// The pointer (a method, so that a closure captures the wrapper).
+    fn into_raw(self) -> *mut u8 {
+        self.0
+    }
+}
+
 /// Sizes of the nodes `count` slots are split into. The rightmost node of
 /// a level fills its left part completely (ascending inserts then leave
 /// full nodes behind); elsewhere the split is even.
@@ -300,7 +361,7 @@ impl<T: Send + Sync> MapleTree<T> {
                     gap: 0,
                 });
             }
-            let leaf = NodePtr::new(true, buf.as_slice(), None);
+            let leaf = NodePtr::new(true, buf.as_slice());
             self.root.store(leaf.raw(), Ordering::Release);
             self.nodes.store(1, Ordering::Relaxed);
             self.entries.store(1, Ordering::Relaxed);
@@ -492,17 +553,9 @@ impl Rebuild<'_, '_> {
         (added, removed)
     }
 
-    fn new_node(&mut self, leaf: bool, items: &[Item], parent: Option<NodePtr>) -> NodePtr {
-        let node = NodePtr::new(leaf, items, parent);
+    fn new_node(&mut self, leaf: bool, items: &[Item]) -> NodePtr {
         self.created += 1;
-        if !leaf {
-            for it in items {
-                NodePtr::from_raw(it.ptr)
-                    .expect("internal items hold children")
-                    .set_parent(Some(node));
-            }
-        }
-        node
+        NodePtr::new(leaf, items)
     }
 
     /// Rebuilds level by level from the leaves up and publishes the result.
@@ -577,7 +630,7 @@ impl Rebuild<'_, '_> {
             let mut min = left.min;
             for &size in &sizes[..k] {
                 let items = &buf.as_slice()[start..start + size];
-                let node = self.new_node(leaf, items, None);
+                let node = self.new_node(leaf, items);
                 let end = items[size - 1].end;
                 up.push(Item {
                     end,
@@ -590,7 +643,7 @@ impl Rebuild<'_, '_> {
             if d == 0 {
                 // The root split: the tree grows a level.
                 assert!(depth < MAX_HEIGHT, "maple tree deeper than MAX_HEIGHT");
-                let root = self.new_node(false, up.as_slice(), None);
+                let root = self.new_node(false, up.as_slice());
                 tree.root.store(root.raw(), Ordering::Release);
                 return 0;
             }
@@ -661,24 +714,23 @@ impl Rebuild<'_, '_> {
                     self.retired.node(child);
                     None
                 } else {
-                    child.set_parent(None);
                     Some(child)
                 }
-            } else if leaf && matches!(self.access, Access::Exclusive) {
+            } else if leaf {
                 self.rewrite_in_place(old.node, items);
                 Some(old.node)
             } else {
-                Some(self.new_node(leaf, items, None))
+                Some(self.new_node(leaf, items))
             };
             let raw = new_root.map_or(ptr::null_mut(), |n| n.raw());
             tree.root.store(raw, Ordering::Release);
             return;
         }
         let parent = self.pl.levels[d - 1];
-        if leaf && matches!(self.access, Access::Exclusive) {
+        if leaf {
             self.rewrite_in_place(old.node, items);
         } else {
-            let node = self.new_node(leaf, items, Some(parent.node));
+            let node = self.new_node(leaf, items);
             parent.node.publish_child(parent.slot, node);
         }
         // Fix the recorded gaps upwards while they change.
@@ -695,12 +747,48 @@ impl Rebuild<'_, '_> {
         }
     }
 
+    /// Rewrites the leaf `node` with `items`, which keep its bounds and fit
+    /// in it; see "In-place writes" in the module docs.
     fn rewrite_in_place(&mut self, node: NodePtr, items: &[Item]) {
         // The node stays: take it back off the retire list.
         self.retired.run.retain(|&n| n != node);
-        // SAFETY: `Access::Exclusive` is only used from `&mut self`
-        // methods, so no reader can see the node while it changes.
-        unsafe { node.rewrite_leaf(items) };
+        match self.access {
+            // SAFETY: `Access::Exclusive` is only used where no reader can
+            // exist (`&mut self`, or `write_unshared`'s contract).
+            Access::Exclusive => unsafe { node.rewrite_leaf(items) },
+            Access::Shared(_) => {
+                if items.len() == node.len() {
+                    let mut changed = (0..items.len()).filter(|&i| {
+                        node.slot(i) != items[i].ptr
+                            || (i + 1 < items.len() && node.pivot(i) != items[i].end)
+                    });
+                    match (changed.next(), changed.next()) {
+                        (None, _) => return, // nothing to change
+                        (Some(i), None)
+                            if i + 1 == items.len() || node.pivot(i) == items[i].end =>
+                        {
+                            // Fast path 1: one slot's pointer, no range moves.
+                            node.store_slot(i, items[i].ptr);
+                            return;
+                        }
+                        _ => {}
+                    }
+                }
+                // Fast paths 2 and 3 (a pivot moves, slots appended) and
+                // every other leaf-local change: under the sequence count.
+                #[cfg(not(vmscale_mutant = "unsequenced"))]
+                node.rewrite_leaf_shared(items);
+                // The mutation the shuttle model must catch: the same
+                // stores with no sequence step, so readers cannot tell a
+                // torn leaf from a whole one.
+                #[cfg(vmscale_mutant = "unsequenced")]
+                // SAFETY: none: deliberately broken, never built but by the
+                // mutation check (see `tests/shuttle_model.rs`).
+                unsafe {
+                    node.rewrite_leaf(items)
+                };
+            }
+        }
     }
 
     /// Frees (exclusive) or retires (shared) what the write unlinked, and
@@ -723,16 +811,28 @@ impl Rebuild<'_, '_> {
                 for n in self.retired.run.iter().chain(&self.retired.subtrees) {
                     n.mark_dead();
                 }
-                let retired = Retired {
-                    run: std::mem::take(&mut self.retired.run),
-                    subtrees: std::mem::take(&mut self.retired.subtrees),
-                    values: std::mem::take(&mut self.retired.values),
-                    entries: 0,
-                };
-                // SAFETY: `free` only touches nodes and values this write
-                // unlinked, after a grace period; values are `T: Send + Sync
-                // + 'static` (required by `MapleTree::write`).
-                unsafe { defer(guard, move || retired.free::<T>()) };
+                // One deferred call per node or value, each a closure of
+                // one pointer, which the collector stores without
+                // allocating; the lists keep their capacity for the next
+                // write. A write that unlinks nothing (the in-place fast
+                // paths) defers nothing at all.
+                for n in self
+                    .retired
+                    .run
+                    .drain(..)
+                    .chain(self.retired.subtrees.drain(..))
+                {
+                    // SAFETY: the node is unlinked and marked dead; it is
+                    // freed after a grace period, when no reader holds it.
+                    unsafe { defer(guard, move || n.free()) };
+                }
+                for v in self.retired.values.drain(..) {
+                    let v = Unlinked(v);
+                    // SAFETY: this reference is unlinked; it is released
+                    // after a grace period, and values are `T: Send + Sync +
+                    // 'static` (required by `MapleTree::write`).
+                    unsafe { defer(guard, move || value::release::<T>(v.into_raw())) };
+                }
             }
         }
         self.retired.entries = 0;
@@ -879,14 +979,7 @@ impl<T: Send + Sync> MapleTree<T> {
                     cap
                 };
                 let items = &rest[..take];
-                let node = NodePtr::new(leaf, items, None);
-                if !leaf {
-                    for it in items {
-                        NodePtr::from_raw(it.ptr)
-                            .expect("child")
-                            .set_parent(Some(node));
-                    }
-                }
+                let node = NodePtr::new(leaf, items);
                 nodes += 1;
                 let end = items[take - 1].end;
                 up.push(Item {
@@ -938,6 +1031,41 @@ impl<T: Send + Sync + 'static> MapleTree<T> {
         WriteGuard {
             tree: self,
             lock: self.lock.lock().unwrap_or_else(|e| e.into_inner()),
+            unshared: false,
+        }
+    }
+
+    /// Takes the writer lock for writes that no reader can observe, the
+    /// tree's non-RCU mode: writes through the guard change nodes in place
+    /// and free what they replace at once, as writes through `&mut self`
+    /// do, with no grace period.
+    ///
+    /// This is for a tree behind an `Arc` that only one thread uses for
+    /// now (an address space with one user): it pays for the RCU protocol
+    /// only once a second thread may read, by switching to
+    /// [`write`](MapleTree::write) then.
+    ///
+    /// # Safety
+    /// Until the guard is dropped, no other thread reads the tree, and no
+    /// reference read from the tree before a write through the guard is
+    /// used after that write (what it points to may be freed).
+    ///
+    /// ```
+    /// let tree = std::sync::Arc::new(maple::MapleTree::new());
+    /// // SAFETY: this thread is the tree's only user and holds no reference
+    /// // read from it.
+    /// let mut w = unsafe { tree.write_unshared() };
+    /// w.store_range(0, 9, 'a').unwrap();
+    /// w.store_range(5, 9, 'b').unwrap();
+    /// drop(w);
+    /// let g = maple::pin();
+    /// assert_eq!(tree.load(7, &g), Some(&'b'));
+    /// ```
+    pub unsafe fn write_unshared(&self) -> WriteGuard<'_, T> {
+        WriteGuard {
+            tree: self,
+            lock: self.lock.lock().unwrap_or_else(|e| e.into_inner()),
+            unshared: true,
         }
     }
 }
@@ -947,12 +1075,18 @@ impl<T: Send + Sync + 'static> MapleTree<T> {
 pub struct WriteGuard<'t, T> {
     tree: &'t MapleTree<T>,
     lock: MutexGuard<'t, Option<Box<Scratch>>>,
+    /// Made by [`MapleTree::write_unshared`]: write as with `&mut`.
+    unshared: bool,
 }
 
 impl<T: Send + Sync + 'static> WriteGuard<'_, T> {
     /// Runs a shared write with the scratch space the lock protects.
     fn shared<R>(&mut self, write: impl FnOnce(&MapleTree<T>, &mut Scratch, Access<'_>) -> R) -> R {
         let scratch = self.lock.get_or_insert_with(Scratch::new);
+        if self.unshared {
+            // `write_unshared`'s contract: no reader can exist.
+            return write(self.tree, scratch, Access::Exclusive);
+        }
         let guard = crate::pin();
         write(self.tree, scratch, Access::Shared(&guard))
     }

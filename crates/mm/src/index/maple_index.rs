@@ -1,14 +1,19 @@
 //! The maple tree as a VMA index.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use maple::MapleTree;
 
-use super::{uncovered, Trusted, VmaIndex};
+use super::sharing::Sharing;
+use super::{uncovered, FaultHandle, Trusted, VmaIndex};
 use crate::vma::Vma;
 
-/// VMAs in a [`MapleTree`], written in RCU mode (copy-on-write, one
-/// release store per change) so that faults may search it with no lock.
+/// VMAs in a [`MapleTree`], which faults may search with no lock.
+///
+/// Writes are in place with no grace period while no other thread can be
+/// searching it without the lock, and RCU writes from then on (see the
+/// `sharing` module's docs: the kernel's two modes of the maple tree).
 ///
 /// ```
 /// use mm::index::{MapleIndex, VmaIndex};
@@ -18,6 +23,29 @@ use crate::vma::Vma;
 /// ```
 pub struct MapleIndex {
     tree: Arc<MapleTree<Arc<Vma>>>,
+    sharing: Arc<Sharing>,
+    /// Set once [`VmaIndex::lockless`] has handed the tree out: code
+    /// outside the index may then write it, so reads pin a grace period.
+    handed_out: AtomicBool,
+}
+
+/// The guard a read through `&self` uses (see [`MapleIndex::guard`]).
+enum ReadGuard {
+    /// A real grace period: the tree has been handed out.
+    Pinned(maple::Guard),
+    /// None needed: every writer is excluded.
+    Excluded,
+}
+
+impl ReadGuard {
+    fn get(&self) -> &maple::Guard {
+        match self {
+            ReadGuard::Pinned(g) => g,
+            // SAFETY: `Excluded` is only made by `MapleIndex::guard`, which
+            // states why no write can run while the reads are in use.
+            ReadGuard::Excluded => unsafe { maple::unprotected() },
+        }
+    }
 }
 
 impl MapleIndex {
@@ -25,6 +53,24 @@ impl MapleIndex {
     pub fn new() -> MapleIndex {
         MapleIndex {
             tree: Arc::new(MapleTree::new()),
+            sharing: Arc::new(Sharing::default()),
+            handed_out: AtomicBool::new(false),
+        }
+    }
+
+    /// The guard for a read through `&self`. Every write of the tree goes
+    /// through `&mut self` (which the caller's `&self` borrow excludes for
+    /// as long as the read's results live: they are cloned out before the
+    /// borrow ends), or, once [`VmaIndex::lockless`] has handed the tree
+    /// out, possibly through that handle: only then is a grace period
+    /// pinned. The fault path's own handle only reads. So reads under
+    /// `mmap_lock` pay no fence, as the kernel's reads under the lock take
+    /// no `rcu_read_lock`.
+    fn guard(&self) -> ReadGuard {
+        if self.handed_out.load(Ordering::Acquire) {
+            ReadGuard::Pinned(maple::pin())
+        } else {
+            ReadGuard::Excluded
         }
     }
 }
@@ -45,21 +91,21 @@ impl VmaIndex for MapleIndex {
     }
 
     fn find(&self, addr: u64) -> Option<Arc<Vma>> {
-        let guard = maple::pin();
-        self.tree.load(addr, &guard).cloned()
+        let guard = self.guard();
+        self.tree.load(addr, guard.get()).cloned()
     }
 
     fn find_next(&self, addr: u64) -> Option<Arc<Vma>> {
-        let guard = maple::pin();
+        let guard = self.guard();
         self.tree
-            .find(addr, u64::MAX, &guard)
+            .find(addr, u64::MAX, guard.get())
             .map(|(_, _, v)| Arc::clone(v))
     }
 
     fn find_prev(&self, addr: u64) -> Option<Arc<Vma>> {
-        let guard = maple::pin();
+        let guard = self.guard();
         self.tree
-            .find_rev(addr.checked_sub(1)?, 0, &guard)
+            .find_rev(addr.checked_sub(1)?, 0, guard.get())
             .map(|(_, _, v)| Arc::clone(v))
     }
 
@@ -67,16 +113,32 @@ impl VmaIndex for MapleIndex {
         if start >= end {
             return;
         }
-        let guard = maple::pin();
-        out.extend(
-            self.tree
-                .range(start..end, &guard)
-                .map(|(_, _, v)| Arc::clone(v)),
-        );
+        // One `find` per VMA: the overlap is one or two VMAs nearly every
+        // time, and a one-shot find keeps no path (an iterator would set
+        // up two).
+        let guard = self.guard();
+        let mut from = start;
+        while let Some((_, last, v)) = self.tree.find(from, end - 1, guard.get()) {
+            out.push(Arc::clone(v));
+            match last.checked_add(1) {
+                Some(next) if next < end => from = next,
+                _ => break,
+            }
+        }
     }
 
     fn replace_trusted(&mut self, old: &[Arc<Vma>], new: &[Arc<Vma>], _: Trusted) {
-        let mut w = self.tree.write();
+        let mut w = if self.sharing.writer_alone() {
+            // SAFETY: `&mut self` means the caller holds `mmap_lock` for
+            // write, and `writer_alone` says no other thread has been
+            // admitted as a lockless reader (admission takes `mmap_lock`,
+            // so none can be admitted during this write); this thread is
+            // writing, not reading, and the index's own reads hand out
+            // clones, never references into the tree.
+            unsafe { self.tree.write_unshared() }
+        } else {
+            self.tree.write()
+        };
         for v in new {
             w.store_range(v.start(), v.end() - 1, Arc::clone(v))
                 .expect("the caller keeps replace's conditions");
@@ -91,8 +153,11 @@ impl VmaIndex for MapleIndex {
         if len == 0 || high <= low {
             return None;
         }
-        let guard = maple::pin();
-        let a = self.tree.empty_area_rev(low, high - 1, len, &guard).ok()?;
+        let guard = self.guard();
+        let a = self
+            .tree
+            .empty_area_rev(low, high - 1, len, guard.get())
+            .ok()?;
         Some(a + len)
     }
 
@@ -100,19 +165,30 @@ impl VmaIndex for MapleIndex {
         if len == 0 || high <= low {
             return None;
         }
-        let guard = maple::pin();
-        self.tree.empty_area(low, high - 1, len, &guard).ok()
+        let guard = self.guard();
+        self.tree.empty_area(low, high - 1, len, guard.get()).ok()
     }
 
     fn for_each(&self, f: &mut dyn FnMut(&Arc<Vma>)) {
-        let guard = maple::pin();
-        for (_, _, v) in self.tree.iter(&guard) {
+        let guard = self.guard();
+        for (_, _, v) in self.tree.iter(guard.get()) {
             f(v)
         }
     }
 
     fn lockless(&self) -> Option<Arc<MapleTree<Arc<Vma>>>> {
+        // The caller may read, or write, from any thread: RCU writes and
+        // pinned reads from now on.
+        self.sharing.share();
+        self.handed_out.store(true, Ordering::Release);
         Some(Arc::clone(&self.tree))
+    }
+
+    fn fault_handle(&self, _: Trusted) -> Option<FaultHandle> {
+        Some(FaultHandle {
+            tree: Arc::clone(&self.tree),
+            sharing: Arc::clone(&self.sharing),
+        })
     }
 
     fn validate(&self) -> Result<(), String> {

@@ -20,6 +20,7 @@ use crate::Errno;
 
 mod legacy;
 mod maple_index;
+mod sharing;
 
 pub use legacy::LegacyIndex;
 pub use maple_index::MapleIndex;
@@ -95,8 +96,17 @@ pub trait VmaIndex: Send + Sync {
     fn for_each(&self, f: &mut dyn FnMut(&Arc<Vma>));
 
     /// The tree that readers may search without `mmap_lock`, if this index
-    /// supports lockless lookup.
+    /// supports lockless lookup. From then on every write is made so that
+    /// readers on any thread are safe (RCU mode).
     fn lockless(&self) -> Option<Arc<MapleTree<Arc<Vma>>>>;
+
+    /// The address space's own lockless handle for its fault path, which
+    /// keeps single-user writes in place until a second thread faults
+    /// (crate only: the [`Trusted`] token).
+    #[doc(hidden)]
+    fn fault_handle(&self, _token: Trusted) -> Option<FaultHandle> {
+        None
+    }
 
     /// Check every internal invariant; the message names the first broken
     /// one.
@@ -106,6 +116,14 @@ pub trait VmaIndex: Send + Sync {
 /// Proof that the caller of [`VmaIndex::replace_trusted`] is this crate.
 #[derive(Debug)]
 pub struct Trusted(pub(crate) ());
+
+/// The fault path's lockless handle: the tree, and which threads read it
+/// without `mmap_lock` (see [`VmaIndex::fault_handle`]).
+#[doc(hidden)]
+pub struct FaultHandle {
+    pub(crate) tree: Arc<MapleTree<Arc<Vma>>>,
+    pub(crate) sharing: Arc<sharing::Sharing>,
+}
 
 /// Which [`VmaIndex`] an address space uses.
 ///

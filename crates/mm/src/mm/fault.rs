@@ -116,9 +116,16 @@ impl Mm {
     /// assert_eq!(mm.fault(a, Access::Write), Err(FaultError::Segv));
     /// ```
     pub fn fault(&self, addr: u64, access: Access) -> Result<FaultPath, FaultError> {
-        if let Some(tree) = &self.lockless {
+        if let Some(h) = &self.lockless {
+            if !h.sharing.admitted() {
+                // This thread's first lockless fault: become a lockless
+                // reader under mmap_lock, so that no in-place write is
+                // under way and later writers switch to RCU writes.
+                let _st = self.state.read();
+                h.sharing.admit();
+            }
             let guard = maple::pin();
-            if let Some(vma) = tree.load(addr, &guard) {
+            if let Some(vma) = h.tree.load(addr, &guard) {
                 if vma.lock().try_read() {
                     let verdict = check(vma, addr, access);
                     vma.lock().read_unlock();

@@ -10,13 +10,11 @@
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Instant;
 
-use maple::MapleTree;
-
 use crate::anon::{self, AnonConfig, AnonLink};
 use crate::file::File;
 use crate::flags::VmFlags;
 use crate::imap::Link;
-use crate::index::{IndexKind, Trusted, VmaIndex};
+use crate::index::{FaultHandle, IndexKind, Trusted, VmaIndex};
 use crate::layout::Layout;
 use crate::lockstat::{self, LockClass};
 use crate::procmaps::{MapsEntry, SmapsEntry};
@@ -74,7 +72,7 @@ pub struct Mm {
     layout: Layout,
     kind: IndexKind,
     /// The index's lockless handle, searched by the fault fast path.
-    lockless: Option<Arc<MapleTree<Arc<Vma>>>>,
+    lockless: Option<FaultHandle>,
     state: MmapLock<State>,
 }
 
@@ -121,7 +119,7 @@ impl Mm {
         index
             .replace(&[], vmas)
             .expect("the VMAs of a new address space are ordered and disjoint");
-        let lockless = index.lockless();
+        let lockless = index.fault_handle(Trusted(()));
         for (i, vma) in vmas.iter().enumerate() {
             if let Some(file) = vma.file() {
                 let hint = hints.get(i).copied().flatten();
