@@ -37,6 +37,18 @@ pub fn pin() -> Guard {
     crossbeam_epoch::pin()
 }
 
+/// Called by a reader before it reads again after meeting a leaf in
+/// change: a spin hint, or under shuttle a yield, so the model's scheduler
+/// lets the writer finish (a reader spinning on a leaf is only fair to
+/// the writer if the scheduler knows it is waiting).
+#[inline]
+pub(crate) fn retry_pause() {
+    #[cfg(vmscale_shuttle)]
+    shuttle::thread::yield_now();
+    #[cfg(not(vmscale_shuttle))]
+    std::hint::spin_loop();
+}
+
 /// A guard that pins nothing, for readers that exclude every writer of
 /// the tree by a lock of their own (as the kernel reads its maple tree
 /// under `mmap_lock` without `rcu_read_lock`): no grace period is needed

@@ -135,7 +135,7 @@ impl<T: Send + Sync> MapleTree<T> {
                 // The writer changed this leaf in place, or replaced it,
                 // while we read it: what we read may be torn or stale.
                 // Start again from the (new) root.
-                std::hint::spin_loop();
+                crate::sync::retry_pause();
                 continue;
             }
             // SAFETY: `p` is a value of this tree read from a leaf that was
@@ -269,7 +269,7 @@ impl<T: Send + Sync> MapleTree<T> {
                 return answer;
             }
             // Changed or replaced under the scan: look again.
-            std::hint::spin_loop();
+            crate::sync::retry_pause();
         }
     }
 
@@ -341,6 +341,7 @@ impl<T: Send + Sync> MapleTree<T> {
                     if !p.is_null() {
                         if !leaf.still() {
                             *cache = None;
+                            crate::sync::retry_pause();
                             continue 'restart;
                         }
                         path.leaf_mut().slot = slot;
@@ -352,6 +353,7 @@ impl<T: Send + Sync> MapleTree<T> {
                 // otherwise be skipped although present before and after).
                 if !leaf.still() {
                     *cache = None;
+                    crate::sync::retry_pause();
                     continue 'restart;
                 }
                 if leaf.max >= max || !path.next_leaf() {
@@ -385,6 +387,7 @@ impl<T: Send + Sync> MapleTree<T> {
                     if !p.is_null() {
                         if !leaf.still() {
                             *cache = None;
+                            crate::sync::retry_pause();
                             continue 'restart;
                         }
                         path.leaf_mut().slot = slot;
@@ -393,6 +396,7 @@ impl<T: Send + Sync> MapleTree<T> {
                 }
                 if !leaf.still() {
                     *cache = None;
+                    crate::sync::retry_pause();
                     continue 'restart;
                 }
                 if leaf.min <= min || !path.prev_leaf() {
@@ -468,7 +472,7 @@ impl<T: Send + Sync> MapleTree<T> {
             match want.search(root, 0, u64::MAX) {
                 Search::Found(a) => return Ok(a),
                 Search::NotFound => return Err(Error::Busy),
-                Search::Stale => continue,
+                Search::Stale => crate::sync::retry_pause(),
             }
         }
     }

@@ -21,6 +21,19 @@
 //!   overlap, as with the kernel's RCU walks; each was current when read);
 //! * after the writer finishes, the tree validates and holds exactly the
 //!   final state.
+//!
+//! A second model (`in_place_*`) drives each in-place write of a shared
+//! writer (`write.rs`, "In-place writes"): a slot store, a pivot move, an
+//! append into the leaf's tail, an insert in the middle and an erase that
+//! merges absent ranges, all in one published leaf. Readers there check
+//! that every entry they see, with its whole range, is the entry at that
+//! index in one of the states the writer passed through, and never one
+//! older than what they saw before.
+//!
+//! The mutation check: with `--cfg vmscale_mutant="unsequenced"` the
+//! shared in-place writes skip the leaf's sequence count, and the
+//! `in_place_*` tests must fail (`.ci/run` runs them so and expects the
+//! failure).
 #![cfg(vmscale_shuttle)]
 
 use maple::MapleTree;
@@ -140,4 +153,150 @@ fn publish_dead_restart_random() {
 #[test]
 fn publish_dead_restart_pct() {
     shuttle::check_pct(model, 3000, 3);
+}
+
+/// One write of the in-place model's script.
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    Store(u64, u64, u64),
+    EraseRange(u64, u64),
+    Erase(u64),
+}
+
+/// The in-place model's script; each step is a different in-place path
+/// on the tree's single leaf (entries `[10i, 10i + 4] = i`, `i < 6`).
+const SCRIPT: [Op; 5] = [
+    Op::Store(20, 24, 102), // slot store: same range, new value
+    Op::EraseRange(33, 34), // pivot move: entry 3 shrinks to [30, 32]
+    Op::Store(56, 58, 300), // append into the tail's absent range
+    Op::Store(42, 43, 400), // insert in the middle: slots shift
+    Op::Erase(12),          // erase entry 1: three ranges become one
+];
+
+/// The reference: entries `(first, last, value)` in order.
+type State = Vec<(u64, u64, u64)>;
+
+fn initial() -> State {
+    (0..6).map(|i| (10 * i, 10 * i + 4, i)).collect()
+}
+
+/// Makes `[lo, hi]` absent in the reference, trimming what sticks out.
+fn cut(state: &mut State, lo: u64, hi: u64) {
+    let mut out = Vec::new();
+    for &(a, b, v) in state.iter() {
+        if b < lo || a > hi {
+            out.push((a, b, v));
+            continue;
+        }
+        if a < lo {
+            out.push((a, lo - 1, v));
+        }
+        if b > hi {
+            out.push((hi + 1, b, v));
+        }
+    }
+    *state = out;
+}
+
+fn apply(state: &mut State, op: Op) {
+    match op {
+        Op::Store(a, b, v) => {
+            cut(state, a, b);
+            state.push((a, b, v));
+            state.sort_unstable();
+        }
+        Op::EraseRange(a, b) => cut(state, a, b),
+        Op::Erase(i) => state.retain(|&(a, b, _)| i < a || i > b),
+    }
+}
+
+/// Every state the writer passes through, the initial one first.
+fn states() -> Vec<State> {
+    let mut all = vec![initial()];
+    for op in SCRIPT {
+        let mut next = all.last().expect("at least the initial state").clone();
+        apply(&mut next, op);
+        all.push(next);
+    }
+    all
+}
+
+fn entry_at(state: &State, index: u64) -> Option<(u64, u64, u64)> {
+    state
+        .iter()
+        .copied()
+        .find(|&(a, b, _)| a <= index && index <= b)
+}
+
+fn in_place_model() {
+    let states = Arc::new(states());
+    let tree = Arc::new(MapleTree::<u64>::new());
+    {
+        let mut w = tree.write();
+        for (a, b, v) in initial() {
+            w.store_range(a, b, v).unwrap();
+        }
+    }
+    let t = Arc::clone(&tree);
+    let wr = thread::spawn(move || {
+        for op in SCRIPT {
+            let mut w = t.write();
+            match op {
+                Op::Store(a, b, v) => w.store_range(a, b, v).unwrap(),
+                Op::EraseRange(a, b) => w.erase_range(a, b).unwrap(),
+                Op::Erase(i) => {
+                    w.erase(i).expect("the entry exists");
+                }
+            }
+        }
+    });
+    let readers: Vec<_> = (0..2)
+        .map(|r| {
+            let tree = Arc::clone(&tree);
+            let states = Arc::clone(&states);
+            thread::spawn(move || {
+                let guard = maple::pin();
+                let probes: [u64; 5] = [12, 22, 33, 43, 57];
+                // Per probe, the earliest state the reader may still be in.
+                let mut floor = [0usize; 5];
+                for round in 0..2 {
+                    for (k, &x) in probes.iter().enumerate() {
+                        let x = x + (r + round) % 2;
+                        let seen = tree.load_entry(x, &guard).map(|(a, b, v)| (a, b, *v));
+                        let at = (floor[k]..states.len())
+                            .find(|&s| entry_at(&states[s], x) == seen)
+                            .unwrap_or_else(|| {
+                                panic!("index {x}: saw {seen:?}, in no state from {}", floor[k])
+                            });
+                        floor[k] = at;
+                    }
+                    for (a, b, v) in tree.iter(&guard) {
+                        let e = (a, b, *v);
+                        assert!(
+                            states.iter().any(|s| s.contains(&e)),
+                            "iteration saw {e:?}, an entry of no state"
+                        );
+                    }
+                }
+            })
+        })
+        .collect();
+    wr.join().unwrap();
+    for r in readers {
+        r.join().unwrap();
+    }
+    tree.validate().unwrap();
+    let guard = maple::pin();
+    let now: State = tree.iter(&guard).map(|(a, b, v)| (a, b, *v)).collect();
+    assert_eq!(&now, states.last().unwrap());
+}
+
+#[test]
+fn in_place_random() {
+    shuttle::check_random(in_place_model, 2000);
+}
+
+#[test]
+fn in_place_pct() {
+    shuttle::check_pct(in_place_model, 2000, 3);
 }

@@ -23,7 +23,7 @@
 //! a threads-mode address space turns shared with its second faulting
 //! thread.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering};
 
 const UNCLAIMED: u64 = 0;
 const SHARED: u64 = u64::MAX;
@@ -31,16 +31,28 @@ const SHARED: u64 = u64::MAX;
 /// A number for the calling thread, unique for the life of the process
 /// (never `UNCLAIMED` or `SHARED`).
 fn me() -> u64 {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    // Shuttle runs its threads on one OS thread: its own thread-locals.
+    #[cfg(vmscale_shuttle)]
+    shuttle::thread_local! {
+        static TOKEN: u64 = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    #[cfg(not(vmscale_shuttle))]
     thread_local! {
-        static TOKEN: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
+        static TOKEN: u64 = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
     TOKEN.with(|t| *t)
 }
 
 /// Which threads may read an address space's tree without `mmap_lock`.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Sharing(AtomicU64);
+
+impl Default for Sharing {
+    fn default() -> Self {
+        Sharing(AtomicU64::new(UNCLAIMED))
+    }
+}
 
 impl Sharing {
     /// For a writer holding `mmap_lock` for write: whether no other thread
@@ -88,7 +100,7 @@ impl Sharing {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(vmscale_shuttle)))]
 mod tests {
     use super::*;
 
@@ -113,5 +125,83 @@ mod tests {
         s.share();
         s.admit();
         assert!(s.is_shared() && !s.writer_alone());
+    }
+}
+
+/// A shuttle model of the mode switch: two threads each write (under the
+/// write lock, in place when [`Sharing::writer_alone`] says so) and read
+/// without the lock (admitted first, under the read lock), in every
+/// interleaving. Checked: no in-place write ever overlaps another thread's
+/// lockless read. Run with
+/// `RUSTFLAGS="--cfg vmscale_shuttle" cargo test -p mm --lib shuttle`.
+#[cfg(all(test, vmscale_shuttle))]
+mod shuttle_model {
+    use super::Sharing;
+    use shuttle::sync::atomic::{AtomicBool, Ordering};
+    use shuttle::sync::RwLock;
+    use shuttle::thread;
+    use std::sync::Arc;
+
+    struct World {
+        mmap_lock: RwLock<()>,
+        sharing: Sharing,
+        /// Which of the two threads is inside a lockless read.
+        reading: [AtomicBool; 2],
+    }
+
+    fn worker(w: &World, me: usize, reads_first: bool) {
+        let write = || {
+            let _g = w.mmap_lock.write().unwrap();
+            if w.sharing.writer_alone() {
+                // An in-place write: nobody else may be reading locklessly.
+                thread::yield_now();
+                assert!(
+                    !w.reading[1 - me].load(Ordering::SeqCst),
+                    "an in-place write overlapped another thread's lockless read"
+                );
+            }
+        };
+        let read = || {
+            if !w.sharing.admitted() {
+                let _g = w.mmap_lock.read().unwrap();
+                w.sharing.admit();
+            }
+            w.reading[me].store(true, Ordering::SeqCst);
+            thread::yield_now();
+            w.reading[me].store(false, Ordering::SeqCst);
+        };
+        for _ in 0..2 {
+            if reads_first {
+                read();
+                write();
+            } else {
+                write();
+                read();
+            }
+        }
+    }
+
+    fn scenario() {
+        let w = Arc::new(World {
+            mmap_lock: RwLock::new(()),
+            sharing: Sharing::default(),
+            reading: [AtomicBool::new(false), AtomicBool::new(false)],
+        });
+        let other = {
+            let w = Arc::clone(&w);
+            thread::spawn(move || worker(&w, 1, true))
+        };
+        worker(&w, 0, false);
+        other.join().unwrap();
+    }
+
+    #[test]
+    fn shuttle_sharing_mode_switch_random() {
+        shuttle::check_random(scenario, 3000);
+    }
+
+    #[test]
+    fn shuttle_sharing_mode_switch_pct() {
+        shuttle::check_pct(scenario, 3000, 3);
     }
 }
