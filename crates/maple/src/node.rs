@@ -411,13 +411,16 @@ impl NodePtr {
         let len = items.len();
         assert!((1..=LEAF_SLOTS).contains(&len));
         let leaf = self.leaf();
-        for (i, pivot) in leaf.pivots.iter().enumerate() {
+        // Past both the old and the new length, pivots are already
+        // `u64::MAX` and slots null.
+        let used = len.max(self.len());
+        for (i, pivot) in leaf.pivots.iter().enumerate().take(used) {
             let p = if i + 1 < len { items[i].end } else { u64::MAX };
             if pivot.load(Ordering::Relaxed) != p {
                 pivot.store(p, Ordering::Relaxed);
             }
         }
-        for (i, slot) in leaf.slots.iter().enumerate() {
+        for (i, slot) in leaf.slots.iter().enumerate().take(used) {
             let p = items.get(i).map_or(ptr::null_mut(), |it| it.ptr);
             if slot.load(Ordering::Relaxed) != p {
                 slot.store(p, Ordering::Relaxed);

@@ -596,22 +596,29 @@ impl GapQuery {
         let stamp = node.stamp();
         let len = node.len();
         if node.is_leaf() {
+            // Scan towards the search's direction and stop at the first
+            // fit: from the top down for `rev` (mmap's top-down search).
             let mut found = None;
-            let mut start = nmin;
-            for i in 0..len {
+            for k in 0..len {
+                let i = if self.rev { len - 1 - k } else { k };
+                let start = if i == 0 {
+                    nmin
+                } else {
+                    node.pivot(i - 1).wrapping_add(1)
+                };
                 let end = node.end(i, nmax);
+                if self.rev && end < self.min || !self.rev && start > self.max {
+                    break;
+                }
                 // `start <= end` fails only for a torn read, which the
                 // stamp check below discards.
                 if node.slot(i).is_null() && end >= self.min && start <= self.max && start <= end {
                     let (a, b) = (start.max(self.min), end.min(self.max));
                     if gap_size(a, b) >= self.size {
                         found = Some(if self.rev { b - (self.size - 1) } else { a });
-                        if !self.rev {
-                            break;
-                        }
+                        break;
                     }
                 }
-                start = end.wrapping_add(1);
             }
             return match found {
                 _ if !node.still(stamp) => Search::Stale,
@@ -631,12 +638,8 @@ impl GapQuery {
             }
             self.search(node.child(i), cmin, cmax)
         };
-        let order: &mut dyn Iterator<Item = usize> = if self.rev {
-            &mut (0..len).rev()
-        } else {
-            &mut (0..len)
-        };
-        for i in order {
+        for k in 0..len {
+            let i = if self.rev { len - 1 - k } else { k };
             match visit(i) {
                 Search::NotFound => {}
                 other => return other,

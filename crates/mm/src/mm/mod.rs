@@ -495,6 +495,12 @@ pub(crate) fn relink_files(old: &[Arc<Vma>], new: &[Arc<Vma>]) {
 
 /// `mmap_lock`: a reader-writer lock that counts its acquisitions and
 /// waits in the `mmap_lock` lock class.
+///
+/// Aligned to two cache lines (as the kernel aligns `mmap_lock` in
+/// `mm_struct`): two address spaces allocated side by side, one per
+/// process-mode worker, must not share the line their locks and state
+/// live on, or independent workers slow each other down.
+#[repr(align(128))]
 pub(crate) struct MmapLock<T> {
     inner: RwLock<T>,
 }
