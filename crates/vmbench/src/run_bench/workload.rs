@@ -133,6 +133,10 @@ pub struct Job<'a> {
 }
 
 /// What a worker works on.
+// One per worker, so its size does not matter; boxing the exec'd process
+// (whose address space is cache-line aligned) would cost an allocation per
+// exec instead.
+#[allow(clippy::large_enum_variant)]
 enum Target<'a> {
     /// System calls on an address space that outlives the job.
     Space(Space<'a>),
