@@ -414,6 +414,8 @@ impl NodePtr {
         // Past both the old and the new length, pivots are already
         // `u64::MAX` and slots null.
         let used = len.max(self.len());
+        // Unchanged words are not rewritten: readers on other CPUs keep
+        // the cache lines that hold them.
         for (i, pivot) in leaf.pivots.iter().enumerate().take(used) {
             let p = if i + 1 < len { items[i].end } else { u64::MAX };
             if pivot.load(Ordering::Relaxed) != p {
@@ -421,7 +423,7 @@ impl NodePtr {
             }
         }
         for (i, slot) in leaf.slots.iter().enumerate().take(used) {
-            let p = items.get(i).map_or(ptr::null_mut(), |it| it.ptr);
+            let p = if i < len { items[i].ptr } else { ptr::null_mut() };
             if slot.load(Ordering::Relaxed) != p {
                 slot.store(p, Ordering::Relaxed);
             }

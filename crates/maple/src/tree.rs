@@ -782,6 +782,10 @@ impl<T> Drop for MapleTree<T> {
         if let Some(root) = NodePtr::from_raw(*self.root.get_mut()) {
             free::<T>(root);
         }
+        let scratch = self.lock.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(scratch) = scratch.take() {
+            crate::write::Scratch::recycle(scratch);
+        }
     }
 }
 

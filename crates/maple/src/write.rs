@@ -99,7 +99,16 @@ pub(crate) struct Scratch {
 unsafe impl Send for Scratch {}
 
 impl Scratch {
+    /// A scratch space for a tree's first write: the one a dropped tree
+    /// left on this thread if there is one (an address space is made and
+    /// dropped per exec; a fresh scratch is several kilobytes to allocate
+    /// and initialise, and its lists grow again from nothing), else a new
+    /// one.
     pub(crate) fn new() -> Box<Self> {
+        #[cfg(not(vmscale_shuttle))]
+        if let Some(spare) = SPARE.try_with(|s| s.take()).ok().flatten() {
+            return spare;
+        }
         Box::new(Scratch {
             pl: Path::empty(),
             pr: Path::empty(),
@@ -107,6 +116,21 @@ impl Scratch {
             retired: Retired::default(),
         })
     }
+
+    /// Keeps a dropped tree's scratch space for this thread's next tree.
+    /// Between writes it holds no pointer that matters (see `Send`).
+    pub(crate) fn recycle(scratch: Box<Self>) {
+        #[cfg(not(vmscale_shuttle))]
+        let _ = SPARE.try_with(|s| s.set(Some(scratch)));
+        #[cfg(vmscale_shuttle)]
+        drop(scratch);
+    }
+}
+
+#[cfg(not(vmscale_shuttle))]
+thread_local! {
+    /// One spare scratch space per thread (see [`Scratch::new`]).
+    static SPARE: std::cell::Cell<Option<Box<Scratch>>> = const { std::cell::Cell::new(None) };
 }
 
 /// How a write may treat nodes that readers could be looking at.
@@ -151,9 +175,16 @@ impl Buf {
     }
 
     /// Appends every slot of `level.node`, or only `range` of them.
+    #[inline]
     fn extend_from(&mut self, level: &Level, range: std::ops::Range<usize>) {
+        let node = level.node;
+        let (len, leaf) = (node.len(), node.is_leaf());
         for i in range {
-            self.push(level.node.item(i, level.max));
+            self.push(Item {
+                end: if i + 1 == len { level.max } else { node.pivot(i) },
+                ptr: node.slot(i),
+                gap: if leaf { 0 } else { node.gap(i) },
+            });
         }
     }
 }
@@ -439,13 +470,29 @@ impl<T: Send + Sync> MapleTree<T> {
             access,
         };
         let depth = w.pl.depth;
+        w.unlink_between();
+        bufs[0].len = 0;
+        let (added, removed) = w.leaf_content::<T>(&mut bufs[0], lo, hi, p);
+        let leaf = *w.pl.leaf();
+        let n = bufs[0].len;
+        if leaf.node == w.pr.leaf().node
+            && n <= LEAF_SLOTS
+            && (depth == 1 || n >= LEAF_MIN || leaf.max == u64::MAX)
+        {
+            // The common case: the write stays inside one leaf, which
+            // neither overflows nor falls below its minimum. This is the
+            // first step of `climb`, without setting up the climb.
+            w.retired.node(leaf.node);
+            w.publish(self, depth - 1, true, &leaf, &bufs[0]);
+            let entries = self.len() + added - removed;
+            self.entries.store(entries, Ordering::Relaxed);
+            w.finish(self);
+            return Ok(());
+        }
         let mut orig = [(root, root); MAX_HEIGHT];
         for (d, o) in orig.iter_mut().enumerate().take(depth) {
             *o = (w.pl.levels[d].node, w.pr.levels[d].node);
         }
-        w.unlink_between();
-        bufs[0].len = 0;
-        let (added, removed) = w.leaf_content::<T>(&mut bufs[0], lo, hi, p);
         let top = w.climb(self, bufs);
         // Nodes of the original paths below the level that was published
         // were all replaced.
@@ -737,6 +784,9 @@ impl Rebuild<'_, '_> {
         let mut gap = items_gap(leaf, items, old.min);
         for e in (0..d).rev() {
             let level = self.pl.levels[e];
+            if level.node.gap(level.slot) == gap {
+                break; // unchanged here, so unchanged above
+            }
             let before = level.node.max_child_gap();
             level.node.set_gap(level.slot, gap);
             let after = level.node.max_child_gap();

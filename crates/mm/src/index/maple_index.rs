@@ -128,6 +128,19 @@ impl VmaIndex for MapleIndex {
     }
 
     fn replace_trusted(&mut self, old: &[Arc<Vma>], new: &[Arc<Vma>], _: Trusted) {
+        if old.is_empty() && self.tree.is_empty() {
+            // A new address space (fork, or one built from a list): build
+            // the tree in one pass, as the kernel duplicates a whole tree
+            // at fork, when nothing else holds it yet.
+            if let Some(tree) = Arc::get_mut(&mut self.tree) {
+                let entries = new
+                    .iter()
+                    .map(|v| (v.start(), v.end() - 1, Arc::clone(v)));
+                *tree = MapleTree::from_sorted(entries)
+                    .expect("the caller keeps replace's conditions");
+                return;
+            }
+        }
         let mut w = if self.sharing.writer_alone() {
             // SAFETY: `&mut self` means the caller holds `mmap_lock` for
             // write, and `writer_alone` says no other thread has been
@@ -143,7 +156,30 @@ impl VmaIndex for MapleIndex {
             w.store_range(v.start(), v.end() - 1, Arc::clone(v))
                 .expect("the caller keeps replace's conditions");
         }
+        if new.is_empty() && old.len() == self.tree.len() {
+            // Everything goes (exit, exec): one write over the whole span
+            // unlinks every subtree at once, as the kernel destroys the
+            // tree at exit instead of erasing entry by entry.
+            if let (Some(first), Some(last)) = (old.first(), old.last()) {
+                w.erase_range(first.start(), last.end() - 1)
+                    .expect("the caller keeps replace's conditions");
+            }
+            return;
+        }
+        // Touching ranges are erased by one write.
+        let mut pending: Option<(u64, u64)> = None;
         for (s, e) in uncovered(old, new) {
+            match &mut pending {
+                Some((_, end)) if *end == s => *end = e,
+                _ => {
+                    if let Some((ps, pe)) = pending.replace((s, e)) {
+                        w.erase_range(ps, pe - 1)
+                            .expect("the caller keeps replace's conditions");
+                    }
+                }
+            }
+        }
+        if let Some((s, e)) = pending {
             w.erase_range(s, e - 1)
                 .expect("the caller keeps replace's conditions");
         }
