@@ -423,7 +423,11 @@ impl NodePtr {
             }
         }
         for (i, slot) in leaf.slots.iter().enumerate().take(used) {
-            let p = if i < len { items[i].ptr } else { ptr::null_mut() };
+            let p = if i < len {
+                items[i].ptr
+            } else {
+                ptr::null_mut()
+            };
             if slot.load(Ordering::Relaxed) != p {
                 slot.store(p, Ordering::Relaxed);
             }

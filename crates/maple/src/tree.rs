@@ -33,6 +33,10 @@ use std::ptr;
 /// // The lowest free area of 0x1000 indices at or above 0x1000:
 /// assert_eq!(tree.empty_area(0x1000, u64::MAX, 0x1000, &guard), Ok(0x2000));
 /// ```
+// Aligned to two cache lines: the root, counters and writer lock change on
+// every write, and two trees allocated side by side (one per address space
+// of two threads) must not slow each other down by sharing a line.
+#[repr(align(128))]
 pub struct MapleTree<T> {
     /// Tagged root node, or null for an empty tree.
     pub(crate) root: AtomicPtr<u8>,

@@ -181,7 +181,11 @@ impl Buf {
         let (len, leaf) = (node.len(), node.is_leaf());
         for i in range {
             self.push(Item {
-                end: if i + 1 == len { level.max } else { node.pivot(i) },
+                end: if i + 1 == len {
+                    level.max
+                } else {
+                    node.pivot(i)
+                },
                 ptr: node.slot(i),
                 gap: if leaf { 0 } else { node.gap(i) },
             });

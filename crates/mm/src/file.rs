@@ -47,6 +47,10 @@ impl Default for FileMode {
 /// assert_eq!(libc.size(), 2 << 20);
 /// ```
 #[derive(Debug)]
+// Aligned to two cache lines: a kernel inode is hundreds of bytes, so two
+// files' `i_mmap_rwsem`s never share a line; two of these, allocated side
+// by side for two workers, must not either.
+#[repr(align(128))]
 pub struct File {
     name: String,
     size: AtomicU64,

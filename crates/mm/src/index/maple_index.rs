@@ -133,11 +133,9 @@ impl VmaIndex for MapleIndex {
             // the tree in one pass, as the kernel duplicates a whole tree
             // at fork, when nothing else holds it yet.
             if let Some(tree) = Arc::get_mut(&mut self.tree) {
-                let entries = new
-                    .iter()
-                    .map(|v| (v.start(), v.end() - 1, Arc::clone(v)));
-                *tree = MapleTree::from_sorted(entries)
-                    .expect("the caller keeps replace's conditions");
+                let entries = new.iter().map(|v| (v.start(), v.end() - 1, Arc::clone(v)));
+                *tree =
+                    MapleTree::from_sorted(entries).expect("the caller keeps replace's conditions");
                 return;
             }
         }
