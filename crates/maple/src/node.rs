@@ -252,18 +252,18 @@ impl NodePtr {
     }
 
     /// The slot whose range contains `index` (which must lie in the node's
-    /// range): the number of pivots below `index`. Pivots ascend, so the
-    /// scan stops at the first one at or above `index`; it reads at most
-    /// the `len - 1` stored pivots (atomics do not vectorise, so reading
+    /// range): the number of pivots below `index`, counted over the
+    /// `len - 1` stored pivots only (atomics do not vectorise, so reading
     /// fewer is what keeps this fast).
     #[inline]
     pub(crate) fn find_slot(self, index: u64) -> usize {
         #[inline(always)]
         fn below(pivots: &[AtomicU64], index: u64) -> usize {
+            // Branch-free: a random lookup would mispredict an early exit.
             pivots
                 .iter()
-                .position(|p| p.load(Ordering::Relaxed) >= index)
-                .unwrap_or(pivots.len())
+                .map(|p| usize::from(p.load(Ordering::Relaxed) < index))
+                .sum()
         }
         // A torn length (a reader overlapping an in-place change) still
         // bounds the scan inside the array; the stamp check discards it.
