@@ -1,11 +1,13 @@
 //! Sequential access: a cursor and a double-ended range iterator.
 //!
 //! Both keep the path to the current leaf, so a scan steps from leaf to leaf
-//! instead of walking from the root for each entry. If the writer replaces
-//! the cached leaf, the next step notices the dead mark and walks afresh
-//! from the index it had reached. The mark is set when the write finishes
-//! (after its new nodes are published, as in the kernel): a step taken
-//! while a write is in flight may still read the leaf it replaces.
+//! instead of walking from the root for each entry. If the writer changes
+//! the cached leaf in place or replaces it, the next step notices that the
+//! leaf's stamp (its sequence count and dead mark, see `node.rs`) moved and
+//! walks afresh from the index it had reached. A replaced leaf is marked
+//! dead when the write finishes (after its new nodes are published, as in
+//! the kernel): a step taken while a write is in flight may still read the
+//! leaf it replaces; an in-place change is never seen half made.
 //!
 //! # Under concurrent shared writes
 //!

@@ -12,11 +12,16 @@
 //!   [`iter`](MapleTree::iter), [`Cursor`], the gap searches) take a
 //!   grace-period [`Guard`] from [`pin`], no lock, and write no shared
 //!   memory. The references they return live as long as the guard.
-//! * **Writers** serialise. With `&mut MapleTree` they change nodes in
-//!   place. Through [`MapleTree::write`] they may run beside readers: each
-//!   changed node is copied, the copy published with one release store, the
-//!   old node marked dead (a reader that meets it restarts from the root)
-//!   and freed after a grace period, as are overwritten values.
+//! * **Writers** serialise. With `&mut MapleTree` (or
+//!   [`MapleTree::write_unshared`], for a tree no other thread reads yet)
+//!   they change nodes in place and free at once. Through
+//!   [`MapleTree::write`] they may run beside readers: a change that stays
+//!   inside one leaf is made in place, under the leaf's sequence count (or,
+//!   for a slot keeping its range, by one release store), and readers that
+//!   overlap it read again; a change that splits, merges or rebalances
+//!   copies the nodes it changes, publishes the copy with one release store
+//!   and marks the old node dead (a reader that meets it restarts from the
+//!   root). Replaced nodes and values are freed after a grace period.
 //! * **Free-area search** ([`empty_area`](MapleTree::empty_area),
 //!   [`empty_area_rev`](MapleTree::empty_area_rev)) is `O(log n)`, the
 //!   operation `mmap` needs to place a mapping.

@@ -17,8 +17,10 @@ use std::ptr;
 ///   [`Guard`] from [`pin`](crate::pin): no lock, no shared write.
 /// * Writes through `&mut self` change nodes in place where they can.
 /// * Writes through [`write`](MapleTree::write) may run while readers are
-///   active: changed nodes are copied and published with one release store,
-///   and what they replace is freed after a grace period.
+///   active: a change inside one leaf is made in place under the leaf's
+///   sequence count, other changes copy the nodes they change and publish
+///   the copy with one release store, and what they replace is freed after
+///   a grace period.
 ///
 /// ```
 /// use maple::MapleTree;
@@ -583,7 +585,8 @@ enum LeafSeek {
 enum Search {
     Found(u64),
     NotFound,
-    /// Met a dead leaf: the answer may be stale, search again.
+    /// Met a leaf changed or replaced under the search: the answer may be
+    /// torn or stale, search again.
     Stale,
 }
 

@@ -94,7 +94,7 @@ impl Sharing {
     }
 
     /// Whether the tree is written in RCU mode for good.
-    #[cfg(test)]
+    #[cfg(all(test, not(vmscale_shuttle)))]
     pub(crate) fn is_shared(&self) -> bool {
         self.0.load(Ordering::Acquire) == SHARED
     }
