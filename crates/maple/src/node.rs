@@ -381,7 +381,7 @@ impl NodePtr {
     /// The caller has exclusive access to the tree, so no reader can be
     /// looking at this node.
     pub(crate) unsafe fn rewrite_leaf(self, items: &[Item]) {
-        self.store_leaf(items);
+        self.store_leaf(items, false);
     }
 
     /// Rewrites a published leaf in place with `items` (same bounds, at
@@ -399,26 +399,25 @@ impl NodePtr {
         // The odd count must be visible before any changed field: a reader
         // that sees a new pivot or slot must also see the count move.
         crate::sync::fence(Ordering::Release);
-        self.store_leaf(items);
+        self.store_leaf(items, true);
         // `store_leaf` left the count odd with the new length; make it even.
         let m = meta.load(Ordering::Relaxed);
         meta.store(m.wrapping_add(SEQ_ONE), Ordering::Release);
     }
 
     /// Stores `items` into the leaf's pivots, slots and length; the
-    /// sequence bits are left as they are.
-    fn store_leaf(self, items: &[Item]) {
+    /// sequence bits are left as they are. `shared`: readers may hold the
+    /// leaf's cache lines, so words that keep their value are not written.
+    fn store_leaf(self, items: &[Item], shared: bool) {
         let len = items.len();
         assert!((1..=LEAF_SLOTS).contains(&len));
         let leaf = self.leaf();
         // Past both the old and the new length, pivots are already
         // `u64::MAX` and slots null.
         let used = len.max(self.len());
-        // Unchanged words are not rewritten: readers on other CPUs keep
-        // the cache lines that hold them.
         for (i, pivot) in leaf.pivots.iter().enumerate().take(used) {
             let p = if i + 1 < len { items[i].end } else { u64::MAX };
-            if pivot.load(Ordering::Relaxed) != p {
+            if !shared || pivot.load(Ordering::Relaxed) != p {
                 pivot.store(p, Ordering::Relaxed);
             }
         }
