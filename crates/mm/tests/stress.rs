@@ -8,6 +8,11 @@
 //! never a successful write to a page that was read-only or unmapped the
 //! whole time, never a refused write to a page writable the whole time.
 //!
+//! The writer faults first, so it is the address space's one lockless
+//! reader and its writes start in place (no grace period); each faulting
+//! thread joins after its own delay, in the middle of the churn, which is
+//! when the maple index must switch to RCU writes (`index/sharing.rs`).
+//!
 //! `MM_STRESS_SECS` (default 2) sets the duration; `MM_STRESS_THREADS`
 //! the number of faulting threads (default 2).
 
@@ -39,6 +44,8 @@ fn run(index: IndexKind) {
     // A stable region beside it that nobody changes.
     let stable = BASE + 2 * PAGES * PAGE;
     mm.mmap(stable, PAGES * PAGE, rw, shared, None, 0).unwrap();
+    // The writer claims the lockless path before anyone else.
+    assert!(mm.fault(stable, Access::Write).is_ok());
     let state: Arc<Vec<AtomicU64>> =
         Arc::new((0..PAGES).map(|_| AtomicU64::new(WRITABLE)).collect());
     let stop = Arc::new(AtomicBool::new(false));
@@ -47,6 +54,8 @@ fn run(index: IndexKind) {
             let (mm, state, stop) = (mm.clone(), state.clone(), stop.clone());
             std::thread::spawn(move || {
                 let mut rng = Rng(t + 1);
+                // Join the churn late, one thread after another.
+                std::thread::sleep(Duration::from_millis(20 + 40 * t));
                 let mut checked = 0u64;
                 while !stop.load(Ordering::Relaxed) {
                     let p = rng.next() % PAGES;
