@@ -605,9 +605,15 @@ impl GapQuery {
         if node.is_leaf() {
             // Scan towards the search's direction and stop at the first
             // fit: from the top down for `rev` (mmap's top-down search).
+            // Present ranges are skipped before their bounds are read: the
+            // bounds only move away from the query in the scan's direction,
+            // so the next absent range makes the same stop decision.
             let mut found = None;
             for k in 0..len {
                 let i = if self.rev { len - 1 - k } else { k };
+                if !node.slot(i).is_null() {
+                    continue;
+                }
                 let start = if i == 0 {
                     nmin
                 } else {
@@ -619,7 +625,7 @@ impl GapQuery {
                 }
                 // `start <= end` fails only for a torn read, which the
                 // stamp check below discards.
-                if node.slot(i).is_null() && end >= self.min && start <= self.max && start <= end {
+                if end >= self.min && start <= self.max && start <= end {
                     let (a, b) = (start.max(self.min), end.min(self.max));
                     if gap_size(a, b) >= self.size {
                         found = Some(if self.rev { b - (self.size - 1) } else { a });
@@ -633,21 +639,25 @@ impl GapQuery {
                 None => Search::NotFound,
             };
         }
-        let visit = |i: usize| {
+        for k in 0..len {
+            let i = if self.rev { len - 1 - k } else { k };
+            // The recorded gap first: one load, and most children fail it.
+            if node.gap(i) < self.size {
+                continue;
+            }
             let cmin = if i == 0 {
                 nmin
             } else {
                 node.pivot(i - 1).wrapping_add(1)
             };
             let cmax = node.end(i, nmax);
-            if cmax < self.min || cmin > self.max || node.gap(i) < self.size {
-                return Search::NotFound;
+            if self.rev && cmax < self.min || !self.rev && cmin > self.max {
+                break; // every child further on lies outside the query too
             }
-            self.search(node.child(i), cmin, cmax)
-        };
-        for k in 0..len {
-            let i = if self.rev { len - 1 - k } else { k };
-            match visit(i) {
+            if cmax < self.min || cmin > self.max {
+                continue;
+            }
+            match self.search(node.child(i), cmin, cmax) {
                 Search::NotFound => {}
                 other => return other,
             }
