@@ -14,9 +14,13 @@
 //! range `[pivot[i-1] + 1, pivot[i]]`, where `pivot[-1] + 1` is `min` and the
 //! last used slot ends at `max` (its pivot is not stored). `min` and `max` are
 //! never stored: they come from the parent's pivots on the way down, and the
-//! root covers the whole key space `[0, u64::MAX]`. Unused pivots hold
-//! `u64::MAX`, so "the number of pivots below `index`" is the slot that holds
-//! `index`, with no bound on `len` in the search loop.
+//! root covers the whole key space `[0, u64::MAX]`. "The number of stored
+//! pivots below `index`" is the slot that holds `index`. Unused pivots hold
+//! `u64::MAX`, so a count over the whole array gives the same answer; the
+//! search counts only the `len - 1` stored ones, which is fewer loads, but
+//! the invariant still matters to a shared writer: a pivot written past the
+//! length is visible to any reader whose length read is torn (see
+//! "In-place writes" in `write.rs`).
 //!
 //! A leaf slot holds a value pointer (null: the range is absent). An internal
 //! slot holds a child pointer, and `gaps[i]` holds the size of the largest

@@ -45,11 +45,11 @@
 //!    it would report an entry that does not contain the index it searched
 //!    for. So the move is made under the leaf's sequence count (below).
 //! 3. **Append** — new ranges written into the leaf's unused tail (an mmap
-//!    above the last VMA of a leaf). The slot search counts the pivots
-//!    below the index over the whole pivot array (unused pivots hold
-//!    `u64::MAX`), so a pivot written into the tail is visible at once,
-//!    before any length could be published; the append, too, is made under
-//!    the sequence count.
+//!    above the last VMA of a leaf). Publishing the new length last is not
+//!    enough: the old last slot's end becomes a stored pivot, so one pivot
+//!    and the length change together, and a reader that reads the old
+//!    length with the new pivot (or the reverse) reports a range that is
+//!    in neither state. The append, too, is made under the sequence count.
 //!
 //! **The sequence count** (the metadata word of each leaf, see `node.rs`)
 //! is what makes 2, 3 and every other leaf-local change safe: the writer
