@@ -256,16 +256,6 @@ impl Retired {
     }
 }
 
-/// A value pointer unlinked from the tree, on its way to the collector.
-struct Unlinked(*mut u8);
-
-impl Unlinked {
-    /// The pointer (a method, so that a closure captures the wrapper).
-    fn into_raw(self) -> *mut u8 {
-        self.0
-    }
-}
-
 /// Sizes of the nodes `count` slots are split into. The rightmost node of
 /// a level fills its left part completely (ascending inserts then leave
 /// full nodes behind); elsewhere the split is even.
@@ -881,11 +871,10 @@ impl Rebuild<'_, '_> {
                     unsafe { defer(guard, move || n.free()) };
                 }
                 for v in self.retired.values.drain(..) {
-                    let v = Unlinked(v);
                     // SAFETY: this reference is unlinked; it is released
                     // after a grace period, and values are `T: Send + Sync +
                     // 'static` (required by `MapleTree::write`).
-                    unsafe { defer(guard, move || value::release::<T>(v.into_raw())) };
+                    unsafe { defer(guard, move || value::release::<T>(v)) };
                 }
             }
         }

@@ -164,20 +164,7 @@ impl VmaIndex for MapleIndex {
             }
             return;
         }
-        // Touching ranges are erased by one write.
-        let mut pending: Option<(u64, u64)> = None;
         for (s, e) in uncovered(old, new) {
-            match &mut pending {
-                Some((_, end)) if *end == s => *end = e,
-                _ => {
-                    if let Some((ps, pe)) = pending.replace((s, e)) {
-                        w.erase_range(ps, pe - 1)
-                            .expect("the caller keeps replace's conditions");
-                    }
-                }
-            }
-        }
-        if let Some((s, e)) = pending {
             w.erase_range(s, e - 1)
                 .expect("the caller keeps replace's conditions");
         }

@@ -183,9 +183,14 @@ impl FromStr for IndexKind {
 }
 
 /// The parts of `old`'s ranges that no range of `new` covers, in address
-/// order. Both slices are in address order.
+/// order, each as long as it can be (touching parts are one range, so an
+/// index erases them with one write). Both slices are in address order.
 pub(crate) fn uncovered(old: &[Arc<Vma>], new: &[Arc<Vma>]) -> Vec<(u64, u64)> {
-    let mut out = Vec::new();
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    let mut push = |s: u64, e: u64| match out.last_mut() {
+        Some((_, end)) if *end == s => *end = e,
+        _ => out.push((s, e)),
+    };
     for o in old {
         let mut pos = o.start();
         for n in new {
@@ -193,12 +198,12 @@ pub(crate) fn uncovered(old: &[Arc<Vma>], new: &[Arc<Vma>]) -> Vec<(u64, u64)> {
                 continue;
             }
             if n.start() > pos {
-                out.push((pos, n.start()));
+                push(pos, n.start());
             }
             pos = pos.max(n.end());
         }
         if pos < o.end() {
-            out.push((pos, o.end()));
+            push(pos, o.end());
         }
     }
     out
