@@ -377,25 +377,27 @@ impl NodePtr {
         }
     }
 
-    /// Rewrites a leaf in place with `items` (same bounds, at most
-    /// [`LEAF_SLOTS`] items), for a writer with exclusive access: plain
-    /// stores, no sequence step, since no reader can be looking.
+    /// Replaces slots `l..=r` of a leaf with `mid` (one to three items; the
+    /// end of an item that becomes the last slot is the leaf's max and is
+    /// not stored), moving the slots after `r` up or down, for a writer
+    /// with exclusive access. This is the kernel's in-node store: only
+    /// the slots from `l` on are touched, and nothing is assembled first.
     ///
     /// # Safety
     /// The caller has exclusive access to the tree, so no reader can be
     /// looking at this node.
-    pub(crate) unsafe fn rewrite_leaf(self, items: &[Item]) {
-        self.store_leaf(items, false);
+    pub(crate) unsafe fn splice_leaf(self, l: usize, r: usize, mid: &[Item]) {
+        self.splice(l, r, mid);
     }
 
-    /// Rewrites a published leaf in place with `items` (same bounds, at
-    /// most [`LEAF_SLOTS`] items) while readers may be looking at it: the
-    /// sequence count is made odd first and moved on when the leaf is
-    /// whole again, so a reader whose reads overlap the change sees its
-    /// stamp fail ([`still`](NodePtr::still)) and reads again.
+    /// [`splice_leaf`](NodePtr::splice_leaf) on a published leaf that
+    /// readers may be looking at: the sequence count is made odd first and
+    /// moved on when the leaf is whole again, so a reader whose reads
+    /// overlap the change sees its stamp fail ([`still`](NodePtr::still))
+    /// and reads again.
     ///
     /// Only the tree's single writer calls this.
-    pub(crate) fn rewrite_leaf_shared(self, items: &[Item]) {
+    pub(crate) fn splice_leaf_shared(self, l: usize, r: usize, mid: &[Item]) {
         let meta = self.meta();
         let m = meta.load(Ordering::Relaxed);
         debug_assert!(m & SEQ_ONE == 0, "a leaf change is already in progress");
@@ -403,41 +405,56 @@ impl NodePtr {
         // The odd count must be visible before any changed field: a reader
         // that sees a new pivot or slot must also see the count move.
         crate::sync::fence(Ordering::Release);
-        self.store_leaf(items, true);
-        // `store_leaf` left the count odd with the new length; make it even.
+        self.splice(l, r, mid);
+        // `splice` left the count odd with the new length; make it even.
         let m = meta.load(Ordering::Relaxed);
         meta.store(m.wrapping_add(SEQ_ONE), Ordering::Release);
     }
 
-    /// Stores `items` into the leaf's pivots, slots and length; the
-    /// sequence bits are left as they are. `shared`: readers may hold the
-    /// leaf's cache lines, so words that keep their value are not written.
-    fn store_leaf(self, items: &[Item], shared: bool) {
-        let len = items.len();
-        assert!((1..=LEAF_SLOTS).contains(&len));
+    fn splice(self, l: usize, r: usize, mid: &[Item]) {
         let leaf = self.leaf();
-        // Past both the old and the new length, pivots are already
-        // `u64::MAX` and slots null.
-        let used = len.max(self.len());
-        for (i, pivot) in leaf.pivots.iter().enumerate().take(used) {
-            let p = if i + 1 < len { items[i].end } else { u64::MAX };
-            if !shared || pivot.load(Ordering::Relaxed) != p {
-                pivot.store(p, Ordering::Relaxed);
+        let len = self.len();
+        debug_assert!(l <= r && r < len && (1..=3).contains(&mid.len()));
+        let new_len = len - (r - l + 1) + mid.len();
+        assert!(new_len <= LEAF_SLOTS, "splice overflows the leaf");
+        // The tail `r + 1..len` moves to start at `to`. Its last slot ends
+        // at the leaf's max in both layouts, so its (unstored) pivot
+        // does not move; every other pivot moves with its slot.
+        let (from, to) = (r + 1, l + mid.len());
+        let shift = |k: usize| {
+            let p = leaf.slots[from + k].load(Ordering::Relaxed);
+            leaf.slots[to + k].store(p, Ordering::Relaxed);
+            if from + k + 1 < len {
+                let e = leaf.pivots[from + k].load(Ordering::Relaxed);
+                leaf.pivots[to + k].store(e, Ordering::Relaxed);
+            }
+        };
+        // Moving up, start from the top so nothing is overwritten before
+        // it is moved; moving down, from the bottom.
+        if to > from {
+            (0..len - from).rev().for_each(shift);
+        } else if to < from {
+            (0..len - from).for_each(shift);
+        }
+        for (k, it) in mid.iter().enumerate() {
+            leaf.slots[l + k].store(it.ptr, Ordering::Relaxed);
+            if l + k + 1 < new_len {
+                leaf.pivots[l + k].store(it.end, Ordering::Relaxed);
             }
         }
-        for (i, slot) in leaf.slots.iter().enumerate().take(used) {
-            let p = if i < len {
-                items[i].ptr
-            } else {
-                ptr::null_mut()
-            };
-            if slot.load(Ordering::Relaxed) != p {
-                slot.store(p, Ordering::Relaxed);
-            }
+        // Keep the layout invariant: pivots from `new_len - 1` on are
+        // unused (`u64::MAX`) and slots from `new_len` on are null. Only
+        // a shrinking leaf, or one whose last slot moved to where a stored
+        // pivot was, has any to clear.
+        for pivot in &leaf.pivots[(new_len - 1).min(LEAF_SLOTS - 1)..(len.max(new_len) - 1)] {
+            pivot.store(u64::MAX, Ordering::Relaxed);
+        }
+        for slot in &leaf.slots[new_len..len.max(new_len)] {
+            slot.store(ptr::null_mut(), Ordering::Relaxed);
         }
         let m = leaf.meta.load(Ordering::Relaxed);
         leaf.meta
-            .store((m & !LEN_MASK) | (len - 1) as u64, Ordering::Relaxed);
+            .store((m & !LEN_MASK) | (new_len - 1) as u64, Ordering::Relaxed);
     }
 
     /// Replaces the value pointer in slot `i` of a published leaf with one

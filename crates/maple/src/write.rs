@@ -464,25 +464,15 @@ impl<T: Send + Sync> MapleTree<T> {
             access,
         };
         let depth = w.pl.depth;
-        w.unlink_between();
-        bufs[0].len = 0;
-        let (added, removed) = w.leaf_content::<T>(&mut bufs[0], lo, hi, p);
-        let leaf = *w.pl.leaf();
-        let n = bufs[0].len;
-        if leaf.node == w.pr.leaf().node
-            && n <= LEAF_SLOTS
-            && (depth == 1 || n >= LEAF_MIN || leaf.max == u64::MAX)
-        {
-            // The common case: the write stays inside one leaf, which
-            // neither overflows nor falls below its minimum. This is the
-            // first step of `climb`, without setting up the climb.
-            w.retired.node(leaf.node);
-            w.publish(self, depth - 1, true, &leaf, &bufs[0]);
+        if let Some((added, removed)) = w.splice_in_place::<T>(lo, hi, p) {
             let entries = self.len() + added - removed;
             self.entries.store(entries, Ordering::Relaxed);
             w.finish(self);
             return Ok(());
         }
+        w.unlink_between();
+        bufs[0].len = 0;
+        let (added, removed) = w.leaf_content::<T>(&mut bufs[0], lo, hi, p);
         let mut orig = [(root, root); MAX_HEIGHT];
         for (d, o) in orig.iter_mut().enumerate().take(depth) {
             *o = (w.pl.levels[d].node, w.pr.levels[d].node);
@@ -562,9 +552,17 @@ impl Rebuild<'_, '_> {
             });
         }
         buf.extend_from(&r, r.slot + 1..r.node.len());
+        self.cover::<T>(left_keep, right_keep, p)
+    }
 
-        // Each covered range loses its slot; a kept remnant needs one
-        // reference, so a range split in two gains one.
+    /// The value bookkeeping of a write whose leaves are `pl.leaf()` to
+    /// `pr.leaf()`: each range it covers loses its slot, and a kept
+    /// remnant (`left_keep`, `right_keep`) needs one reference, so a range
+    /// split in two gains one. Returns the entry count change (added,
+    /// removed).
+    fn cover<T>(&mut self, left_keep: bool, right_keep: bool, p: *mut u8) -> (usize, usize) {
+        let l = *self.pl.leaf();
+        let r = *self.pr.leaf();
         let mut removed = 0;
         let mut cover = |node: NodePtr, s: usize| {
             let q = node.slot(s);
@@ -588,10 +586,107 @@ impl Rebuild<'_, '_> {
             (l.slot..l.node.len()).for_each(|s| cover(l.node, s));
             (0..=r.slot).for_each(|s| cover(r.node, s));
         }
-        let added = usize::from(left_keep && !lp.is_null())
-            + usize::from(right_keep && !rp.is_null())
+        let added = usize::from(left_keep && !l.node.slot(l.slot).is_null())
+            + usize::from(right_keep && !r.node.slot(r.slot).is_null())
             + usize::from(!p.is_null());
         (added, removed)
+    }
+
+    /// The write `[lo, hi] = p` made inside the one leaf that holds both
+    /// ends, if it fits there (no overflow, no fall below the minimum, not
+    /// the tree's last range going): the slots it covers are replaced by
+    /// at most three and the rest of the leaf moves, in place, with no
+    /// buffer and no copy (the kernel's node store and append). Returns
+    /// the entry count change, or `None` for the general path.
+    fn splice_in_place<T>(&mut self, lo: u64, hi: u64, p: *mut u8) -> Option<(usize, usize)> {
+        let l = *self.pl.leaf();
+        let r = *self.pr.leaf();
+        let depth = self.pl.depth;
+        if l.node != r.node {
+            return None;
+        }
+        let left_keep = l.slot_start() < lo;
+        let right_end = r.slot_end();
+        let right_keep = right_end > hi;
+        let mut mid = [Item {
+            end: 0,
+            ptr: ptr::null_mut(),
+            gap: 0,
+        }; 3];
+        let mut n = 0;
+        if left_keep {
+            mid[n] = Item {
+                end: lo - 1,
+                ptr: l.node.slot(l.slot),
+                gap: 0,
+            };
+            n += 1;
+        }
+        mid[n] = Item {
+            end: hi,
+            ptr: p,
+            gap: 0,
+        };
+        n += 1;
+        if right_keep {
+            mid[n] = Item {
+                end: right_end,
+                ptr: r.node.slot(r.slot),
+                gap: 0,
+            };
+            n += 1;
+        }
+        let new_len = l.node.len() - (r.slot - l.slot + 1) + n;
+        let fits = new_len <= LEAF_SLOTS
+            && (depth == 1 || new_len >= LEAF_MIN || l.max == u64::MAX)
+            // The root leaf emptied: the general path drops the root.
+            && !(depth == 1 && new_len == 1 && p.is_null());
+        if !fits {
+            return None;
+        }
+        // Count before the slots change: `cover` reads them.
+        let counts = self.cover::<T>(left_keep, right_keep, p);
+        let mid = &mid[..n];
+        match self.access {
+            // SAFETY: `Access::Exclusive` is only used where no reader can
+            // exist (`&mut self`, or `write_unshared`'s contract).
+            Access::Exclusive => unsafe { l.node.splice_leaf(l.slot, r.slot, mid) },
+            // Fast path 1: exactly one slot's pointer, no range moves.
+            Access::Shared(_) if l.slot == r.slot && n == 1 => l.node.store_slot(l.slot, p),
+            // Fast paths 2 and 3 and every other leaf-local change: under
+            // the sequence count.
+            #[cfg(not(vmscale_mutant = "unsequenced"))]
+            Access::Shared(_) => l.node.splice_leaf_shared(l.slot, r.slot, mid),
+            // The mutation the shuttle model must catch: the same stores
+            // with no sequence step, so readers cannot tell a torn leaf
+            // from a whole one.
+            #[cfg(vmscale_mutant = "unsequenced")]
+            // SAFETY: none: deliberately broken, never built but by the
+            // mutation check (see `tests/shuttle_model.rs`).
+            Access::Shared(_) => unsafe { l.node.splice_leaf(l.slot, r.slot, mid) },
+        }
+        if depth > 1 {
+            self.fix_gaps(depth - 1, l.node.leaf_gap(l.min, l.max));
+        }
+        Some(counts)
+    }
+
+    /// Records `gap` as the largest gap of the node at depth `d` in its
+    /// parent, and so on upwards while the recorded maximum changes.
+    fn fix_gaps(&mut self, d: usize, mut gap: u64) {
+        for e in (0..d).rev() {
+            let level = self.pl.levels[e];
+            if level.node.gap(level.slot) == gap {
+                break; // unchanged here, so unchanged above
+            }
+            let before = level.node.max_child_gap();
+            level.node.set_gap(level.slot, gap);
+            let after = level.node.max_child_gap();
+            if before == after {
+                break;
+            }
+            gap = after;
+        }
     }
 
     fn new_node(&mut self, leaf: bool, items: &[Item]) -> NodePtr {
@@ -757,9 +852,6 @@ impl Rebuild<'_, '_> {
                 } else {
                     Some(child)
                 }
-            } else if leaf {
-                self.rewrite_in_place(old.node, items);
-                Some(old.node)
             } else {
                 Some(self.new_node(leaf, items))
             };
@@ -768,71 +860,10 @@ impl Rebuild<'_, '_> {
             return;
         }
         let parent = self.pl.levels[d - 1];
-        if leaf {
-            self.rewrite_in_place(old.node, items);
-        } else {
-            let node = self.new_node(leaf, items);
-            parent.node.publish_child(parent.slot, node);
-        }
+        let node = self.new_node(leaf, items);
+        parent.node.publish_child(parent.slot, node);
         // Fix the recorded gaps upwards while they change.
-        let mut gap = items_gap(leaf, items, old.min);
-        for e in (0..d).rev() {
-            let level = self.pl.levels[e];
-            if level.node.gap(level.slot) == gap {
-                break; // unchanged here, so unchanged above
-            }
-            let before = level.node.max_child_gap();
-            level.node.set_gap(level.slot, gap);
-            let after = level.node.max_child_gap();
-            if before == after {
-                break;
-            }
-            gap = after;
-        }
-    }
-
-    /// Rewrites the leaf `node` with `items`, which keep its bounds and fit
-    /// in it; see "In-place writes" in the module docs.
-    fn rewrite_in_place(&mut self, node: NodePtr, items: &[Item]) {
-        // The node stays: take it back off the retire list.
-        self.retired.run.retain(|&n| n != node);
-        match self.access {
-            // SAFETY: `Access::Exclusive` is only used where no reader can
-            // exist (`&mut self`, or `write_unshared`'s contract).
-            Access::Exclusive => unsafe { node.rewrite_leaf(items) },
-            Access::Shared(_) => {
-                if items.len() == node.len() {
-                    let mut changed = (0..items.len()).filter(|&i| {
-                        node.slot(i) != items[i].ptr
-                            || (i + 1 < items.len() && node.pivot(i) != items[i].end)
-                    });
-                    match (changed.next(), changed.next()) {
-                        (None, _) => return, // nothing to change
-                        (Some(i), None)
-                            if i + 1 == items.len() || node.pivot(i) == items[i].end =>
-                        {
-                            // Fast path 1: one slot's pointer, no range moves.
-                            node.store_slot(i, items[i].ptr);
-                            return;
-                        }
-                        _ => {}
-                    }
-                }
-                // Fast paths 2 and 3 (a pivot moves, slots appended) and
-                // every other leaf-local change: under the sequence count.
-                #[cfg(not(vmscale_mutant = "unsequenced"))]
-                node.rewrite_leaf_shared(items);
-                // The mutation the shuttle model must catch: the same
-                // stores with no sequence step, so readers cannot tell a
-                // torn leaf from a whole one.
-                #[cfg(vmscale_mutant = "unsequenced")]
-                // SAFETY: none: deliberately broken, never built but by the
-                // mutation check (see `tests/shuttle_model.rs`).
-                unsafe {
-                    node.rewrite_leaf(items)
-                };
-            }
-        }
+        self.fix_gaps(d, items_gap(leaf, items, old.min));
     }
 
     /// Frees (exclusive) or retires (shared) what the write unlinked, and
