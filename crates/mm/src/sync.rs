@@ -4,14 +4,14 @@
 //! interleavings.
 
 #[cfg(vmscale_shuttle)]
-pub(crate) use shuttle::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+pub(crate) use shuttle::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 #[cfg(vmscale_shuttle)]
 pub(crate) use shuttle::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 #[cfg(vmscale_shuttle)]
 pub(crate) use shuttle::thread::{current, park, Thread};
 
 #[cfg(not(vmscale_shuttle))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 #[cfg(not(vmscale_shuttle))]
 pub(crate) use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 #[cfg(not(vmscale_shuttle))]

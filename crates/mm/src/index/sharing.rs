@@ -17,13 +17,28 @@
 //! The state only moves forward (unclaimed → claimed → shared). A thread
 //! becomes a lockless reader under `mmap_lock` (read), which no writer
 //! holds, so no in-place write is in progress while the state changes, and
-//! every later writer, taking `mmap_lock` for write, sees the new state. A
-//! process-mode worker therefore pays for no grace period, no deferred free
-//! and no copy, as a single-threaded process's tree would in the kernel;
-//! a threads-mode address space turns shared with its second faulting
-//! thread.
+//! every later writer, taking `mmap_lock` for write, sees the new state.
+//!
+//! **The claimant reads with no grace period.** While T is the only
+//! lockless reader, T's own writes are in place and free at once (T cannot
+//! read and write at once), so nothing T reads is ever retired: T needs no
+//! epoch pin, which in `crossbeam-epoch` is a third of a fault and touches
+//! the collector's global state that every address space shares. Another
+//! thread's write, or a second reader, first makes the tree shared, and
+//! the thread that does so waits out a read T may have in progress: T marks
+//! its read (`reading`) and then checks the state again, the other thread
+//! stores the state and then checks the mark, each with a sequentially
+//! consistent fence between, so at least one of them sees the other
+//! (Dekker's handshake): either T falls back to a pinned read, or the
+//! other thread waits until T's read is over. Only then can an RCU write
+//! retire anything.
+//!
+//! A process-mode worker therefore pays for no grace period, no deferred
+//! free, no copy and no epoch, as a single-threaded process's tree would in
+//! the kernel; a threads-mode address space turns shared with its second
+//! faulting thread.
 
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{fence, yield_now, AtomicBool, AtomicU64, Ordering};
 
 const UNCLAIMED: u64 = 0;
 const SHARED: u64 = u64::MAX;
@@ -46,21 +61,86 @@ fn me() -> u64 {
 
 /// Which threads may read an address space's tree without `mmap_lock`.
 #[derive(Debug)]
-pub(crate) struct Sharing(AtomicU64);
+pub(crate) struct Sharing {
+    state: AtomicU64,
+    /// Set by the claimant for the length of a read made with no grace
+    /// period (see [`Sharing::read_alone`]).
+    reading: AtomicBool,
+}
 
 impl Default for Sharing {
     fn default() -> Self {
-        Sharing(AtomicU64::new(UNCLAIMED))
+        Sharing {
+            state: AtomicU64::new(UNCLAIMED),
+            reading: AtomicBool::new(false),
+        }
+    }
+}
+
+/// A read of the tree that the claimant makes with no grace period; it
+/// ends when this is dropped. See [`Sharing::read_alone`].
+pub(crate) struct AloneRead<'a>(&'a Sharing);
+
+impl Drop for AloneRead<'_> {
+    fn drop(&mut self) {
+        // Release: everything the read did happens before a thread that
+        // sees the mark clear goes on to retire what was read.
+        self.0.reading.store(false, Ordering::Release);
     }
 }
 
 impl Sharing {
     /// For a writer holding `mmap_lock` for write: whether no other thread
     /// can be reading the tree without the lock, so the write may be made
-    /// in place and what it replaces freed at once.
+    /// in place and what it replaces freed at once. A writer that is not
+    /// the claimant makes the tree shared (and waits out the claimant's
+    /// read), since its RCU write may retire what the claimant is reading.
     pub(crate) fn writer_alone(&self) -> bool {
-        let s = self.0.load(Ordering::Relaxed);
-        s == UNCLAIMED || s == me()
+        let s = self.state.load(Ordering::Relaxed);
+        if s == UNCLAIMED || s == me() {
+            return true;
+        }
+        if s != SHARED {
+            self.make_shared();
+        }
+        false
+    }
+
+    /// For an admitted lockless reader: begins a read that needs no grace
+    /// period, if the calling thread is the claimant. While the returned
+    /// guard lives, no other thread writes the tree, so nothing read
+    /// through it is retired. `None`: pin a grace period instead.
+    #[inline]
+    pub(crate) fn read_alone(&self) -> Option<AloneRead<'_>> {
+        let me = me();
+        if self.state.load(Ordering::Relaxed) != me {
+            return None;
+        }
+        self.reading.store(true, Ordering::Relaxed);
+        // Dekker's handshake with `make_shared`: the mark is visible
+        // before the state is read again, so either this read sees the
+        // state move, or the thread that moved it sees the mark and waits.
+        fence(Ordering::SeqCst);
+        if self.state.load(Ordering::Relaxed) != me {
+            self.reading.store(false, Ordering::Relaxed);
+            return None;
+        }
+        Some(AloneRead(self))
+    }
+
+    /// Makes the tree shared for good, then waits until a claimant's read
+    /// that began before it is over (the other half of the handshake in
+    /// [`read_alone`](Sharing::read_alone)).
+    fn make_shared(&self) {
+        self.state.store(SHARED, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        // A claimant's read is a lookup and a try-lock: it never waits,
+        // so this wait is short. (The mutation check of `.ci/run` builds
+        // this without the wait; the shuttle model below must fail then.)
+        #[cfg(not(vmscale_mutant = "no_handshake"))]
+        while self.reading.load(Ordering::Acquire) {
+            yield_now();
+        }
     }
 
     /// For a lockless reader, before it reads: whether the calling thread
@@ -70,7 +150,7 @@ impl Sharing {
     /// [`admit`]: Sharing::admit
     #[inline]
     pub(crate) fn admitted(&self) -> bool {
-        let s = self.0.load(Ordering::Acquire);
+        let s = self.state.load(Ordering::Acquire);
         s == SHARED || s == me()
     }
 
@@ -78,25 +158,34 @@ impl Sharing {
     /// `mmap_lock` (read is enough: it excludes every writer).
     pub(crate) fn admit(&self) {
         let me = me();
-        let _ = self
-            .0
+        // One atomic step: readers hold `mmap_lock` together, so two may
+        // be admitted at once.
+        let before = self
+            .state
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| match s {
                 UNCLAIMED => Some(me),
                 s if s == me || s == SHARED => None,
                 _ => Some(SHARED),
             });
+        if matches!(before, Ok(s) if s != UNCLAIMED) {
+            // A second lockless reader took the tree from its claimant,
+            // who must pin from now on: wait out the claimant's read.
+            self.make_shared();
+        }
     }
 
     /// Every write from now on is an RCU write (for a handle given away to
     /// code that may read from any thread).
     pub(crate) fn share(&self) {
-        self.0.store(SHARED, Ordering::Release);
+        if self.state.load(Ordering::Acquire) != SHARED {
+            self.make_shared();
+        }
     }
 
     /// Whether the tree is written in RCU mode for good.
     #[cfg(all(test, not(vmscale_shuttle)))]
     pub(crate) fn is_shared(&self) -> bool {
-        self.0.load(Ordering::Acquire) == SHARED
+        self.state.load(Ordering::Acquire) == SHARED
     }
 }
 
@@ -120,6 +209,18 @@ mod tests {
     }
 
     #[test]
+    fn only_the_claimant_reads_with_no_grace_period() {
+        let s = Sharing::default();
+        assert!(s.read_alone().is_none(), "not admitted yet");
+        s.admit();
+        assert!(s.read_alone().is_some());
+        // Another thread's write makes the tree shared: pin from then on.
+        let other = std::thread::scope(|t| t.spawn(|| s.writer_alone()).join().unwrap());
+        assert!(!other && s.is_shared());
+        assert!(s.read_alone().is_none());
+    }
+
+    #[test]
     fn share_is_final() {
         let s = Sharing::default();
         s.share();
@@ -130,9 +231,11 @@ mod tests {
 
 /// A shuttle model of the mode switch: two threads each write (under the
 /// write lock, in place when [`Sharing::writer_alone`] says so) and read
-/// without the lock (admitted first, under the read lock), in every
-/// interleaving. Checked: no in-place write ever overlaps another thread's
-/// lockless read. Run with
+/// without the lock (admitted first, under the read lock; with no grace
+/// period when [`Sharing::read_alone`] allows), in every interleaving.
+/// Checked: no in-place write ever overlaps another thread's lockless
+/// read, and no write at all (an RCU write retires what it replaces)
+/// overlaps another thread's read made with no grace period. Run with
 /// `RUSTFLAGS="--cfg vmscale_shuttle" cargo test -p mm --lib shuttle`.
 #[cfg(all(test, vmscale_shuttle))]
 mod shuttle_model {
@@ -147,12 +250,20 @@ mod shuttle_model {
         sharing: Sharing,
         /// Which of the two threads is inside a lockless read.
         reading: [AtomicBool; 2],
+        /// Which of the two threads is inside one with no grace period.
+        unpinned: [AtomicBool; 2],
     }
 
     fn worker(w: &World, me: usize, reads_first: bool) {
         let write = || {
             let _g = w.mmap_lock.write().unwrap();
-            if w.sharing.writer_alone() {
+            let alone = w.sharing.writer_alone();
+            thread::yield_now();
+            assert!(
+                !w.unpinned[1 - me].load(Ordering::SeqCst),
+                "a write overlapped another thread's read made with no grace period"
+            );
+            if alone {
                 // An in-place write: nobody else may be reading locklessly.
                 thread::yield_now();
                 assert!(
@@ -166,9 +277,13 @@ mod shuttle_model {
                 let _g = w.mmap_lock.read().unwrap();
                 w.sharing.admit();
             }
+            let alone = w.sharing.read_alone();
             w.reading[me].store(true, Ordering::SeqCst);
+            w.unpinned[me].store(alone.is_some(), Ordering::SeqCst);
             thread::yield_now();
+            w.unpinned[me].store(false, Ordering::SeqCst);
             w.reading[me].store(false, Ordering::SeqCst);
+            drop(alone);
         };
         for _ in 0..2 {
             if reads_first {
@@ -186,6 +301,7 @@ mod shuttle_model {
             mmap_lock: RwLock::new(()),
             sharing: Sharing::default(),
             reading: [AtomicBool::new(false), AtomicBool::new(false)],
+            unpinned: [AtomicBool::new(false), AtomicBool::new(false)],
         });
         let other = {
             let w = Arc::clone(&w);

@@ -102,9 +102,10 @@ impl Mm {
     /// modelled). A first write to a private mapping gives its VMA an
     /// anon_vma; a fault just below a grows-down VMA grows it.
     ///
-    /// On a maple-tree index the fast path pins a grace period, looks the
-    /// VMA up with no lock, and try-locks the VMA alone: it takes no
-    /// `mmap_lock` and writes no shared cache line but the VMA's lock.
+    /// On a maple-tree index the fast path looks the VMA up with no lock
+    /// (pinning a grace period unless this thread is the only one that
+    /// does so) and try-locks the VMA alone: it takes no `mmap_lock` and
+    /// writes no shared cache line but the VMA's lock.
     /// When that fails it falls back to `mmap_lock`, as Linux does.
     ///
     /// ```
@@ -124,8 +125,21 @@ impl Mm {
                 let _st = self.state.read();
                 h.sharing.admit();
             }
-            let guard = maple::pin();
-            if let Some(vma) = h.tree.load(addr, &guard) {
+            // The claimant alone reads with no grace period (see the
+            // `sharing` module); any other reader pins one.
+            let alone = h.sharing.read_alone();
+            let pinned;
+            let guard = if alone.is_some() {
+                // SAFETY: while `alone` lives, no other thread writes the
+                // tree (a writer other than this thread first makes it
+                // shared, waiting for this read to end), and this thread
+                // is reading, not writing: nothing reachable is retired.
+                unsafe { maple::unprotected() }
+            } else {
+                pinned = maple::pin();
+                &pinned
+            };
+            if let Some(vma) = h.tree.load(addr, guard) {
                 if vma.lock().try_read() {
                     let verdict = check(vma, addr, access);
                     vma.lock().read_unlock();
@@ -136,6 +150,9 @@ impl Mm {
                     }
                 }
             }
+            // The lockless read is over before the fallback takes
+            // `mmap_lock`, which a writer waiting for it may hold.
+            drop(alone);
         }
         self.fault_locked(addr, access)
     }
