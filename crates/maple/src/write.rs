@@ -20,15 +20,19 @@
 //!
 //! # In-place writes
 //!
-//! The common case — a leaf rewritten into one leaf with the same bounds —
-//! is done in place, with no allocation, by every writer. With `&mut`
-//! access (or [`MapleTree::write_unshared`]) no reader exists, so the leaf
-//! is simply rewritten and what it held is freed at once. A shared writer
-//! (readers may be walking the leaf) uses one of two protocols, chosen by
-//! what changes; copy-on-write remains for everything that splits, merges
-//! or rebalances nodes, which changes a parent. For each of the kernel's
-//! RCU-mode fast paths, why a concurrent reader sees the old range or the
-//! new one and never a torn one:
+//! The common case — a write whose ends lie in one leaf, which neither
+//! overflows nor falls below its minimum — is done in place, with no
+//! allocation and no buffer, by every writer: the slots the write covers
+//! are replaced by at most three (the uncovered remnants and the new
+//! range), and only the slots after them move (`Rebuild::splice_in_place`,
+//! `NodePtr::splice_leaf`), as the kernel's node store and append do.
+//! With `&mut` access (or [`MapleTree::write_unshared`]) no reader exists,
+//! so the stores are plain and what the write replaced is freed at once. A
+//! shared writer (readers may be walking the leaf) uses one of two
+//! protocols, chosen by what changes; copy-on-write remains for everything
+//! that splits, merges or rebalances nodes, which changes a parent. For
+//! each of the kernel's RCU-mode fast paths, why a concurrent reader sees
+//! the old range or the new one and never a torn one:
 //!
 //! 1. **Slot store** — exactly one slot's pointer changes, no pivot and no
 //!    length (a VMA replaced by one with the same bounds; an erase that
