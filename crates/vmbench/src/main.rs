@@ -11,6 +11,7 @@
 mod alloc_count;
 mod compare;
 mod itree_bench;
+mod output;
 mod plot;
 mod report;
 mod results;
@@ -197,7 +198,11 @@ fn main() -> ExitCode {
         Command::Suite(args) => suite::main(args),
         Command::Tree(args) => run_tree(args),
         Command::Run(args) => run_bench::main(args),
-        Command::Record(args) => trace::record(args),
+        Command::Record(args) => match trace::record(args) {
+            // The recorded program's own status, so scripts can rely on it.
+            Ok(code) => return ExitCode::from(code),
+            Err(e) => Err(e),
+        },
         Command::Replay(args) => trace::replay(args),
         Command::Itree(args) => itree_bench::main(args),
         Command::Compare(args) => compare::main(args),

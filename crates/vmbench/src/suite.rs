@@ -74,8 +74,16 @@ pub struct SuiteArgs {
     pub repeat: Option<String>,
 
     /// The results directory to write. [default: vmbench-results/<unix time>]
+    /// A directory that exists and is not empty is refused unless --force.
     #[arg(long)]
     pub out: Option<PathBuf>,
+
+    /// Write into an --out directory that is not empty: the files an
+    /// earlier suite wrote there (results, tables, plots, page) are removed
+    /// first, so none of its plots is left beside the new ones; any other
+    /// file is left alone.
+    #[arg(long)]
+    pub force: bool,
 
     /// Run on an emulated topology, e.g. 12x32 (sets the i_mmap groups and
     /// the CPU each worker runs as). [default: host]
@@ -392,10 +400,89 @@ impl Plan {
 /// Runs `vmbench suite`.
 pub fn main(args: &SuiteArgs) -> Result<(), BenchError> {
     let plan = args.plan()?;
+    if plan.steps() == 0 {
+        // Refused before anything is created: no empty results directory.
+        return Err(BenchError(format!(
+            "nothing to measure: --designs {} keeps no configuration of the workloads {}",
+            plan.designs.as_deref().unwrap_or_default().join(","),
+            plan.workloads.join(",")
+        )));
+    }
     let command: Vec<String> = std::env::args().collect();
     let command = command.join(" ");
-    fs::create_dir_all(&plan.out)
-        .map_err(|e| BenchError(format!("--out: cannot create {}: {e}", plan.out.display())))?;
+    let created = prepare_out(&plan.out, args.force)?;
+    let result = measure_and_write(&plan, &command);
+    if result.is_err() {
+        // Nothing measured: take back what this run wrote, and the
+        // directory if this run made it.
+        for f in ["command.txt", "machine.json"] {
+            let _ = fs::remove_file(plan.out.join(f));
+        }
+        if created {
+            let _ = fs::remove_dir(&plan.out);
+        }
+    }
+    result
+}
+
+/// The files a suite writes into its results directory, besides a plot
+/// (`<workload>.svg`, `<workload>.png`) per workload.
+const SUITE_FILES: [&str; 6] = [
+    "command.txt",
+    "machine.json",
+    "results.jsonl",
+    "table.txt",
+    "table.md",
+    "index.html",
+];
+
+/// Makes `out` ready: created if absent (returns true), refused if it is
+/// not a directory, or not empty without `force`; with `force`, an earlier
+/// suite's files in it are removed and nothing else.
+fn prepare_out(out: &Path, force: bool) -> Result<bool, BenchError> {
+    let shown = out.display();
+    match fs::read_dir(out) {
+        Ok(mut entries) => {
+            if entries.next().is_none() {
+                return Ok(false);
+            }
+            if !force {
+                return Err(BenchError(format!(
+                    "--out: {shown} exists and is not empty; name a new directory, or pass \
+                     --force to replace an earlier suite's results in it"
+                )));
+            }
+            let plots = WORKLOADS
+                .iter()
+                .flat_map(|w| [format!("{w}.svg"), format!("{w}.png")]);
+            for name in SUITE_FILES.iter().map(|f| f.to_string()).chain(plots) {
+                let path = out.join(&name);
+                match fs::remove_file(&path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => {
+                        return Err(BenchError(format!(
+                            "--force: cannot remove {}: {e}",
+                            path.display()
+                        )))
+                    }
+                }
+            }
+            Ok(false)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            fs::create_dir_all(out)
+                .map_err(|e| BenchError(format!("--out: cannot create {shown}: {e}")))?;
+            Ok(true)
+        }
+        Err(e) => Err(BenchError(format!(
+            "--out: {shown} is not a directory that can be read: {e}"
+        ))),
+    }
+}
+
+/// The measurement and the results, into a prepared directory.
+fn measure_and_write(plan: &Plan, command: &str) -> Result<(), BenchError> {
     let machine = Machine::detect(&plan.topology);
     write_file(&plan.out.join("command.txt"), &format!("{command}\n"))?;
     let json = serde_json::to_string_pretty(&machine)
@@ -417,9 +504,9 @@ pub fn main(args: &SuiteArgs) -> Result<(), BenchError> {
             continue;
         }
         if workload == "tree" {
-            run_tree(&plan, &configs, &bar, &mut samples)?;
+            run_tree(plan, &configs, &bar, &mut samples)?;
         } else {
-            run_workload(&plan, workload, &configs, &bar, &mut samples, &mut failures);
+            run_workload(plan, workload, &configs, &bar, &mut samples, &mut failures);
         }
     }
     bar.finish_and_clear();
@@ -427,9 +514,11 @@ pub fn main(args: &SuiteArgs) -> Result<(), BenchError> {
         eprintln!("vmbench suite: not measured: {f}");
     }
     if samples.is_empty() {
-        return Err(BenchError("nothing was measured".to_string()));
+        return Err(BenchError(
+            "nothing was measured: every configuration failed (see above)".to_string(),
+        ));
     }
-    write_results(&plan.out, &machine, &command, &samples)?;
+    write_results(&plan.out, &machine, command, &samples)?;
     Ok(())
 }
 
@@ -607,7 +696,7 @@ fn write_results(
 }
 
 fn write_file(path: &Path, text: &str) -> Result<(), BenchError> {
-    fs::write(path, text).map_err(|e| BenchError(format!("writing {}: {e}", path.display())))
+    crate::output::write_file(path, text).map_err(|e| BenchError(format!("writing {e}")))
 }
 
 #[cfg(test)]

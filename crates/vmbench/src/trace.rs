@@ -24,6 +24,7 @@ use std::path::PathBuf;
 
 use mm::IndexKind;
 
+use crate::output::OutputFile;
 use crate::tree_bench::BenchError;
 
 pub use format::Trace;
@@ -55,24 +56,21 @@ pub struct ReplayArgs {
     pub maps: bool,
 }
 
-/// Runs `vmbench record`.
-pub fn record(args: &RecordArgs) -> Result<(), BenchError> {
-    let write_err =
-        |e: std::io::Error| BenchError(format!("record: writing {}: {e}", args.out.display()));
-    // Create the file first, so that a bad path fails before the command runs.
-    let mut file = std::fs::File::create(&args.out).map_err(write_err)?;
-    let trace = match record::record(&args.command) {
-        Ok(trace) => trace,
-        Err(e) => {
-            drop(file);
-            let _ = std::fs::remove_file(&args.out);
-            return Err(BenchError(format!("record: {e}")));
-        }
-    };
+/// Runs `vmbench record`. The trace is written to a temporary file beside
+/// `--out` and renamed into place only once complete, so whatever was at
+/// `--out` survives a command that cannot start, a failed recording or an
+/// interrupt (see [`crate::output`]). Returns the recorded program's exit
+/// status (128 + N for a program killed by signal N), which `vmbench`
+/// exits with, so scripts can rely on it.
+pub fn record(args: &RecordArgs) -> Result<u8, BenchError> {
+    // Checked and created before the command runs: a bad path fails first.
+    let mut out = OutputFile::create(&args.out).map_err(|e| BenchError(format!("record: {e}")))?;
+    let trace = record::record(&args.command).map_err(|e| BenchError(format!("record: {e}")))?;
     let text = trace
         .to_text()
         .map_err(|e| BenchError(format!("record: encoding the trace: {e}")))?;
-    file.write_all(text.as_bytes()).map_err(write_err)?;
+    out.write_all(text.as_bytes())?;
+    out.commit()?;
     let calls = trace.events.iter().filter(|e| e.is_call()).count();
     let spaces = trace
         .events
@@ -86,7 +84,19 @@ pub fn record(args: &RecordArgs) -> Result<(), BenchError> {
         trace.events.len(),
         args.out.display()
     );
-    Ok(())
+    Ok(exit_code(&trace.status))
+}
+
+/// The shell's exit status for a recorded status (`exit N`, `signal N`).
+fn exit_code(status: &str) -> u8 {
+    let number = |s: &str| s.trim().parse::<u32>().ok();
+    if let Some(code) = status.strip_prefix("exit ").and_then(number) {
+        (code & 0xff) as u8
+    } else if let Some(sig) = status.strip_prefix("signal ").and_then(number) {
+        (128 + sig.min(127)) as u8
+    } else {
+        1
+    }
 }
 
 /// Runs `vmbench replay`: prints every difference and a summary; fails
@@ -131,14 +141,35 @@ pub fn replay(args: &ReplayArgs) -> Result<(), BenchError> {
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())
         .map_err(|e| BenchError(format!("replay: writing the report: {e}")))?;
-    if outcome.diffs.is_empty() {
-        Ok(())
-    } else {
-        Err(BenchError(format!(
+    if !outcome.diffs.is_empty() {
+        return Err(BenchError(format!(
             "replay: {} differences from the kernel",
             outcome.diffs.len()
-        )))
+        )));
     }
+    // A replay that compared no final map checked only the calls' return
+    // values, and one whose trace stops before an address space's end
+    // cannot say the model ends where the kernel did: neither passes.
+    if outcome.finals == 0 {
+        return Err(BenchError(
+            "replay: nothing checked: the trace has no final map (it was cut short or edited)"
+                .into(),
+        ));
+    }
+    if !outcome.unfinished.is_empty() {
+        return Err(BenchError(format!(
+            "replay: the trace ends early: {} of {} address spaces have no final map (spaces {})",
+            outcome.unfinished.len(),
+            outcome.spaces,
+            outcome
+                .unfinished
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    Ok(())
 }
 
 /// A command line on one line: arguments with spaces, quotes or control
@@ -168,6 +199,16 @@ mod tests {
     fn commands_quote_to_one_line() {
         let cmd = ["sh", "-c", "a b\nc", ""].map(String::from);
         assert_eq!(quote(&cmd), "sh -c \"a b\\nc\" \"\"");
+    }
+
+    #[test]
+    fn recorded_statuses_become_exit_codes() {
+        assert_eq!(exit_code("exit 0"), 0);
+        assert_eq!(exit_code("exit 3"), 3);
+        assert_eq!(exit_code("exit 256"), 0);
+        assert_eq!(exit_code("signal 9"), 137);
+        assert_eq!(exit_code("signal 15"), 143);
+        assert_eq!(exit_code("unknown"), 1);
     }
 
     #[test]

@@ -151,3 +151,63 @@ fn bad_arguments_fail_with_one_line() {
         assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn a_results_directory_is_never_overwritten_silently() {
+    let out = temp_dir("twice");
+    let brk1 = [
+        "--workloads",
+        "brk1",
+        "--threads",
+        "1",
+        "--designs",
+        "maple",
+    ];
+    suite(&out, &brk1);
+    let first = std::fs::read(out.join("results.jsonl")).unwrap();
+    std::fs::write(out.join("notes.txt"), "mine").unwrap();
+    // Without --force the second run is refused and changes nothing.
+    let mut args = vec!["suite", "--quick", "--out", out.to_str().unwrap()];
+    args.extend_from_slice(&brk1);
+    let o = vmbench(&args);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        stderr.contains("not empty") && stderr.contains("--force"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read(out.join("results.jsonl")).unwrap(), first);
+    // With --force an earlier run's plots go: a plot of a workload the
+    // new run does not measure is not left beside the new ones.
+    std::fs::write(out.join("mmap1.svg"), "<svg/>").unwrap();
+    suite(&out, &[&brk1[..], &["--force"]].concat());
+    assert!(!out.join("mmap1.svg").exists());
+    assert!(out.join("brk1.svg").exists());
+    assert_eq!(
+        std::fs::read_to_string(out.join("notes.txt")).unwrap(),
+        "mine"
+    );
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn a_suite_that_measures_nothing_leaves_nothing() {
+    let out = temp_dir("nothing");
+    let o = vmbench(&[
+        "suite",
+        "--quick",
+        "--designs",
+        "btreemap",
+        "--workloads",
+        "brk1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        stderr.contains("keeps no configuration of the workloads brk1"),
+        "{stderr}"
+    );
+    assert!(!out.exists(), "a results directory was left behind");
+}

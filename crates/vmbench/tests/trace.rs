@@ -3,6 +3,7 @@
 //! the kernel, a live recording of `/bin/true` does too, and bad input is
 //! refused with a one-line error.
 
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
@@ -239,4 +240,158 @@ fn record_refuses_a_missing_command() {
     assert!(!out.status.success());
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
     assert!(stderr.contains("/nonexistent/dir/t.json"), "{stderr}");
+}
+
+/// Whether this machine lets `vmbench record` trace (containers may not).
+fn ptrace_works() -> bool {
+    let path = scratch("probe.json");
+    let out = vmbench()
+        .args(["record", "--out"])
+        .arg(&path)
+        .args(["--", "/bin/true"])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&path);
+    out.status.success()
+}
+
+#[test]
+fn record_never_destroys_what_is_at_out() {
+    // An existing trace survives a command that cannot start.
+    let existing = scratch("existing.json");
+    let before = std::fs::read(fixture("ls.json")).unwrap();
+    std::fs::write(&existing, &before).unwrap();
+    let out = vmbench()
+        .args(["record", "--out"])
+        .arg(&existing)
+        .args(["--", "/nonexistent"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert_eq!(
+        std::fs::read(&existing).unwrap(),
+        before,
+        "the existing trace changed"
+    );
+    // A symbolic link is refused before anything runs: neither the link
+    // nor its target changes.
+    let link = scratch("link.json");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&existing, &link).unwrap();
+    let out = vmbench()
+        .args(["record", "--out"])
+        .arg(&link)
+        .args(["--", "/bin/true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("symbolic link"), "{stderr}");
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(std::fs::read(&existing).unwrap(), before);
+    // A device is refused too (as root, the old code deleted /dev/null).
+    let out = vmbench()
+        .args(["record", "--out", "/dev/null", "--", "/bin/true"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(std::fs::metadata("/dev/null")
+        .unwrap()
+        .file_type()
+        .is_char_device());
+    // No temporary file is left beside the destination.
+    let dir = existing.parent().unwrap();
+    let stray: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.contains("existing.json") && name.ends_with(".tmp")
+        })
+        .collect();
+    assert!(stray.is_empty(), "temporary files left: {stray:?}");
+    let _ = std::fs::remove_file(&link);
+    let _ = std::fs::remove_file(&existing);
+}
+
+#[test]
+fn record_exits_with_the_recorded_programs_status() {
+    if !ptrace_works() {
+        eprintln!("skipping: ptrace is not permitted here");
+        return;
+    }
+    let path = scratch("status.json");
+    for (script, code) in [("exit 3", 3), ("kill -9 $$", 137)] {
+        let out = vmbench()
+            .args(["record", "--out"])
+            .arg(&path)
+            .args(["--", "/bin/sh", "-c", script])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(code), "{script}");
+        // The trace of a failed program is still written: it is valid data.
+        assert!(std::fs::read_to_string(&path)
+            .unwrap()
+            .contains("\"ev\":\"final\""));
+    }
+    // A nested record names the real reason: ptrace allows one tracer.
+    let inner = scratch("inner.json");
+    let out = vmbench()
+        .args(["record", "--out"])
+        .arg(&path)
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_vmbench"))
+        .args(["record", "--out"])
+        .arg(&inner)
+        .args(["--", "/bin/true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("itself being traced"), "{stderr}");
+    assert!(!inner.exists());
+    let _ = std::fs::remove_file(&path);
+}
+
+/// `ls.json` with its event list rewritten by `keep` (the events as
+/// JSON values, in order).
+fn edited_ls(keep: impl Fn(Vec<serde_json::Value>) -> Vec<serde_json::Value>) -> String {
+    let text = std::fs::read_to_string(fixture("ls.json")).unwrap();
+    let mut trace: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let events = trace["events"].as_array().unwrap().clone();
+    trace["events"] = serde_json::Value::Array(keep(events));
+    serde_json::to_string(&trace).unwrap()
+}
+
+#[test]
+fn replays_that_check_nothing_fail() {
+    // No events at all.
+    let e = replay_rejects("no-events.json", &edited_ls(|_| Vec::new()));
+    assert!(e.contains("nothing checked"), "{e}");
+    // Every final map removed: only return values would be compared.
+    let e = replay_rejects(
+        "no-finals.json",
+        &edited_ls(|ev| ev.into_iter().filter(|e| e["ev"] != "final").collect()),
+    );
+    assert!(e.contains("nothing checked"), "{e}");
+    // Cut after the first address space ended: the second never does.
+    let e = replay_rejects(
+        "half.json",
+        &edited_ls(|ev| {
+            let n = ev.len();
+            ev.into_iter().take(n / 2 + 10).collect()
+        }),
+    );
+    assert!(e.contains("ends early: 1 of 2 address spaces"), "{e}");
+    // The whole trace still passes, and says how many maps it compared.
+    let out = vmbench()
+        .arg("replay")
+        .arg(fixture("ls.json"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("2 final maps"));
 }

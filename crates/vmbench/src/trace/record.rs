@@ -718,11 +718,43 @@ fn resume(pid: Pid, sig: i32) {
     let _ = ptrace::resume(pid, sig);
 }
 
+/// The pid tracing this process, if one is (`TracerPid` in
+/// `/proc/self/status`).
+fn tracer_pid() -> Option<u32> {
+    let status = read("/proc/self/status").ok()?;
+    tracer_of(&status)
+}
+
+fn tracer_of(status: &str) -> Option<u32> {
+    let line = status.lines().find(|l| l.starts_with("TracerPid:"))?;
+    let pid: u32 = line["TracerPid:".len()..].trim().parse().ok()?;
+    (pid != 0).then_some(pid)
+}
+
 /// Run `command` under the tracer and return its trace.
 pub fn record(command: &[String]) -> Result<Trace, String> {
     let mut rec = Recorder::new(command)?;
-    let root =
-        ptrace::spawn_traced(command).map_err(|e| format!("cannot start {:?}: {e}", command[0]))?;
+    // A task has one tracer: under another one (a nested record, strace,
+    // a debugger) the child's PTRACE_TRACEME is refused, which `spawn`
+    // would report as if the program could not be started.
+    if let Some(tracer) = tracer_pid() {
+        return Err(format!(
+            "cannot trace {:?}: this vmbench is itself being traced (by pid {tracer}), and \
+             ptrace allows one tracer per task; run record outside the tracer",
+            command[0]
+        ));
+    }
+    let root = ptrace::spawn_traced(command).map_err(|e| {
+        if e.raw_os_error() == Some(libc::EPERM) {
+            format!(
+                "cannot trace {:?}: ptrace was refused (EPERM); is ptrace permitted here \
+                 (kernel.yama.ptrace_scope, a container's seccomp profile)?",
+                command[0]
+            )
+        } else {
+            format!("cannot start {:?}: {e}", command[0])
+        }
+    })?;
     let (pid, status) = ptrace::wait_any().map_err(|e| format!("waitpid: {e}"))?;
     if pid != root || status != Status::Signal(libc::SIGTRAP) {
         ptrace::kill(root);
@@ -749,6 +781,13 @@ pub fn record(command: &[String]) -> Result<Trace, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tracer_is_read_from_proc_status() {
+        assert_eq!(tracer_of("Name:\tx\nTracerPid:\t0\nUid: 0\n"), None);
+        assert_eq!(tracer_of("Name:\tx\nTracerPid:\t4242\n"), Some(4242));
+        assert_eq!(tracer_of("Name:\tx\n"), None);
+    }
 
     #[test]
     fn stat_fields_skip_the_command_name() {

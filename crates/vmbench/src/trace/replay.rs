@@ -28,6 +28,9 @@ pub struct Outcome {
     pub notes: Vec<String>,
     /// Final maps compared.
     pub finals: usize,
+    /// Address spaces the trace built but never gave a final map for (a
+    /// trace that ends early): nothing checks how they ended.
+    pub unfinished: Vec<usize>,
     /// Each address space's final map in the model, as
     /// `/proc/<pid>/maps` text, by space number.
     pub model_maps: Vec<(usize, String)>,
@@ -259,6 +262,7 @@ pub fn replay(trace: &Trace, index: IndexKind) -> Outcome {
     for (id, space) in &spaces {
         out.model_maps.push((*id, space.mm.proc_maps()));
         let Some((i, pid, lines)) = &space.last_final else {
+            out.unfinished.push(*id);
             continue;
         };
         out.finals += 1;
