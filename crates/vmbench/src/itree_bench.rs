@@ -140,8 +140,12 @@ impl ItreeConfig {
                 "--sizes: invalid size {bad} (must be between 1 and {MAX_SIZE})"
             )));
         }
-        if self.repeat == 0 {
-            return Err(BenchError("--repeat: must be at least 1".into()));
+        if !(1..=crate::tree_bench::MAX_REPEAT).contains(&self.repeat) {
+            return Err(BenchError(format!(
+                "--repeat: {} is not a sample count (1 to {})",
+                self.repeat,
+                crate::tree_bench::MAX_REPEAT
+            )));
         }
         if self.ops.is_empty() {
             return Err(BenchError("--ops: at least one op is required".into()));

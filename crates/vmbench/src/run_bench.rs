@@ -288,6 +288,14 @@ impl RunArgs {
             Some(names) => parse_names(names, &[true, false], rule_name, "anon rule setting")?,
             None => vec![true],
         };
+        if self.resident > resident::MAX_RESIDENT {
+            return Err(BenchError(format!(
+                "--resident: {} is not a VMA count (0 to {}: each address space must stay \
+                 below the default vm.max_map_count of 65530)",
+                self.resident,
+                resident::MAX_RESIDENT
+            )));
+        }
         let topology = parse_topology(self.topology.as_deref())?;
         Ok(RunConfig {
             workloads,
@@ -360,10 +368,20 @@ pub(crate) fn default_threads() -> Vec<usize> {
     out
 }
 
+/// Shortest timed run: below this, starting the workers takes longer
+/// than the run, and a run that completes no operation would report a
+/// meaningless 0 ops/s.
+const MIN_DURATION: f64 = 0.01;
+
 fn seconds(flag: &str, secs: f64, zero_ok: bool) -> Result<Duration, BenchError> {
-    let ok = secs.is_finite() && (secs > 0.0 || (zero_ok && secs == 0.0)) && secs <= 3600.0;
+    let ok =
+        secs.is_finite() && (secs >= MIN_DURATION || (zero_ok && secs == 0.0)) && secs <= 3600.0;
     if !ok {
-        let min = if zero_ok { "0" } else { "more than 0" };
+        let min = if zero_ok {
+            "0".to_string()
+        } else {
+            format!("{MIN_DURATION}")
+        };
         return Err(BenchError(format!(
             "{flag}: {secs} is not a duration in seconds ({min} to 3600)"
         )));
@@ -735,6 +753,11 @@ mod tests {
         assert!(args(&["--workloads", "page_fault9"]).is_err());
         assert!(args(&["--index", "btree"]).is_err());
         assert!(args(&["--duration", "0"]).is_err());
+        // Too short to complete an operation: refused, not a 0 ops/s figure.
+        assert!(args(&["--duration", "1e-9"]).is_err());
+        assert!(args(&["--resident", "99999999999"]).is_err());
+        assert!(args(&["--resident", "60000"]).is_ok());
+        assert!(args(&["--duration", "0.01"]).is_ok());
         assert!(args(&["--warmup", "0"]).is_ok());
         assert!(args(&["--repeat", "0"]).is_err());
         assert_eq!(args(&["--repeat", "3"]).unwrap().repeat, 3);

@@ -233,6 +233,11 @@ pub(crate) fn parse_names<T: Copy + PartialEq>(
     Ok(picked)
 }
 
+/// Most samples per figure `--repeat` accepts in `tree` and `itree` (as in
+/// `run`): the samples are kept in memory, and an unbounded count would be
+/// an allocation failure instead of a clear error.
+pub const MAX_REPEAT: usize = 1000;
+
 /// A failed benchmark run: invalid settings or an implementation that gave
 /// wrong answers. The message is one line, ready to print.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -322,8 +327,11 @@ impl TreeConfig {
                 "--sizes: invalid size {bad} (must be between 1 and {MAX_SIZE})"
             ));
         }
-        if self.repeat == 0 {
-            return fail("--repeat: must be at least 1".into());
+        if !(1..=MAX_REPEAT).contains(&self.repeat) {
+            return fail(format!(
+                "--repeat: {} is not a sample count (1 to {MAX_REPEAT})",
+                self.repeat
+            ));
         }
         if !self
             .ops

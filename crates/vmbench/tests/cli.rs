@@ -107,6 +107,19 @@ fn invalid_values_fail_with_one_line() {
 }
 
 #[test]
+fn counts_and_durations_are_bounded() {
+    // Once a panic ("capacity overflow") and an abort on a 32 GiB
+    // allocation; now a clear error before anything runs.
+    for cmd in ["tree", "itree"] {
+        for n in ["18446744073709551615", "4294967296", "1001"] {
+            assert_one_line_error(&[cmd, "--repeat", n], "1 to 1000");
+        }
+    }
+    // Too short to complete an operation: refused instead of 0 ops/s.
+    assert_one_line_error(&["run", "--duration", "1e-9"], "0.01 to 3600");
+}
+
+#[test]
 fn itree_json_lines_cover_both_kinds_and_every_op() {
     let out = vmbench(&[
         "itree", "--quick", "--sizes", "200,1e3", "--repeat", "1", "--json",
