@@ -706,6 +706,25 @@ pub fn main(args: &CompareArgs) -> Result<(), BenchError> {
     let tables = compare_tables(&a, &b);
     let (significant, total) = significant_rows(&tables);
     if total == 0 {
+        // Figures both runs have, of which at least one side has no mean.
+        let unusable = tables
+            .iter()
+            .flat_map(|t| &t.rows)
+            .filter(|r| {
+                let present = |c: &Cell| !matches!(c, Cell::Missing);
+                present(&r.cells[0]) && present(&r.cells[1])
+            })
+            .count();
+        if unusable > 0 {
+            return Err(BenchError(format!(
+                "{} and {} have {unusable} figure{} in common, but none can be compared: no \
+                 mean exists where a value is 0 or below (a rate of 0 means nothing was \
+                 measured)",
+                args.a.display(),
+                args.b.display(),
+                if unusable == 1 { "" } else { "s" }
+            )));
+        }
         return Err(BenchError(format!(
             "{} and {} have no figure in common (same workload, metric, unit, threads \
              and configuration)",

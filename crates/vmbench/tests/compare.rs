@@ -189,4 +189,22 @@ fn unusable_directories_are_one_line_errors() {
         &vmbench(&["compare", good, other.to_str().unwrap()]),
         "no figure in common",
     );
+
+    // The same figure in both, but rates of 0: the figures match, and
+    // what is missing is a mean, which the error must say.
+    let zero = |name: &str| {
+        let d = dir.sub(name);
+        fs::write(
+            d.join("results.jsonl"),
+            "{\"workload\":\"mmap1\",\"metric\":\"ops/s\",\"unit\":\"ops/s\",\
+             \"higher_is_better\":true,\"config\":\"maple\",\"threads\":1,\"rep\":0,\"value\":0}\n",
+        )
+        .unwrap();
+        d
+    };
+    let (z1, z2) = (zero("zero1"), zero("zero2"));
+    assert_one_line_error(
+        &vmbench(&["compare", z1.to_str().unwrap(), z2.to_str().unwrap()]),
+        "1 figure in common, but none can be compared: no mean exists",
+    );
 }
