@@ -62,5 +62,7 @@ pub use sync::{pin, unprotected, Guard};
 pub use tree::{MapleTree, MemStats};
 pub use write::WriteGuard;
 
+#[cfg(all(test, not(vmscale_shuttle)))]
+mod drop_tests;
 #[cfg(test)]
 mod smoke_tests;

@@ -536,4 +536,47 @@ pub(crate) mod value {
         // SAFETY: per the contract this reference is owned by the caller.
         unsafe { Arc::decrement_strong_count(p.cast::<T>()) }
     }
+
+    /// Releases every reference `refs` yields, all of them even if a `T`'s
+    /// `Drop` panics: the rest are released while the first panic unwinds
+    /// (a second panic then aborts, as for any panic during unwinding), as
+    /// std's collections drop their elements.
+    ///
+    /// # Safety
+    /// As [`release`], for each reference.
+    pub(crate) unsafe fn release_all<T, I: Iterator<Item = *mut u8>>(refs: I) {
+        /// Releases what is left of the iterator when dropped: on unwind.
+        struct Rest<T, I: Iterator<Item = *mut u8>>(I, std::marker::PhantomData<T>);
+        impl<T, I: Iterator<Item = *mut u8>> Drop for Rest<T, I> {
+            fn drop(&mut self) {
+                for p in &mut self.0 {
+                    // SAFETY: the caller's contract for every reference.
+                    unsafe { release::<T>(p) };
+                }
+            }
+        }
+        let mut rest = Rest::<T, I>(refs, std::marker::PhantomData);
+        for p in rest.0.by_ref() {
+            // SAFETY: the caller's contract; a panic leaves the rest to
+            // `Rest::drop`.
+            unsafe { release::<T>(p) };
+        }
+    }
+
+    /// Releases one reference on behalf of the grace-period collector,
+    /// which runs it on whichever thread passes the grace period, inside
+    /// an unrelated `pin`. A panic in `T`'s `Drop` there has no caller to
+    /// return to: it is reported by the panic hook when it happens and
+    /// contained here, so that it neither cuts short the collector's other
+    /// deferred frees nor surfaces in someone else's `pin`.
+    ///
+    /// # Safety
+    /// As [`release`].
+    pub(crate) unsafe fn release_deferred<T>(p: *mut u8) {
+        let release = std::panic::AssertUnwindSafe(|| {
+            // SAFETY: the caller's contract.
+            unsafe { release::<T>(p) }
+        });
+        let _ = std::panic::catch_unwind(release);
+    }
 }

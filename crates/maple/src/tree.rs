@@ -780,24 +780,46 @@ impl Validator {
 
 impl<T> Drop for MapleTree<T> {
     fn drop(&mut self) {
-        fn free<T>(node: NodePtr) {
-            for i in 0..node.len() {
-                let p = node.slot(i);
-                if node.is_leaf() {
-                    if !p.is_null() {
-                        // SAFETY: we own the tree; each slot holds one
-                        // reference of its value.
-                        unsafe { value::release::<T>(p) };
-                    }
-                } else {
-                    free::<T>(node.child(i));
+        /// What is left to free: nodes, and values of leaves already freed.
+        enum Left {
+            Node(NodePtr),
+            Value(*mut u8),
+        }
+        /// Frees everything on the stack. Run again by its guard while a
+        /// value's `Drop` panic unwinds, so that one panicking value does
+        /// not leak the rest of the tree (a second panic aborts).
+        fn teardown<T>(stack: &mut Vec<Left>) {
+            struct Rest<'a, T>(&'a mut Vec<Left>, std::marker::PhantomData<T>);
+            impl<T> Drop for Rest<'_, T> {
+                fn drop(&mut self) {
+                    teardown::<T>(self.0);
                 }
             }
-            // SAFETY: `&mut self`: nothing can reach the node any more.
-            unsafe { node.free() };
+            let rest = Rest::<T>(stack, std::marker::PhantomData);
+            while let Some(left) = rest.0.pop() {
+                match left {
+                    Left::Node(node) => {
+                        for i in 0..node.len() {
+                            if !node.is_leaf() {
+                                rest.0.push(Left::Node(node.child(i)));
+                            } else if !node.slot(i).is_null() {
+                                rest.0.push(Left::Value(node.slot(i)));
+                            }
+                        }
+                        // SAFETY: `&mut self`: nothing can reach the node
+                        // any more, and its contents are on the stack.
+                        unsafe { node.free() };
+                    }
+                    // SAFETY: we own the tree; each slot held one
+                    // reference of its value, taken off the stack once.
+                    Left::Value(p) => unsafe { value::release::<T>(p) },
+                }
+            }
+            std::mem::forget(rest);
         }
         if let Some(root) = NodePtr::from_raw(*self.root.get_mut()) {
-            free::<T>(root);
+            *self.root.get_mut() = ptr::null_mut();
+            teardown::<T>(&mut vec![Left::Node(root)]);
         }
         let scratch = self.lock.get_mut().unwrap_or_else(|e| e.into_inner());
         if let Some(scratch) = scratch.take() {

@@ -248,15 +248,17 @@ impl Retired {
     ///
     /// # Safety
     /// Everything listed is unlinked and no reader can still reach it.
-    unsafe fn free<T>(&self) {
-        for n in self.run.iter().chain(&self.subtrees) {
+    /// The lists are left empty even if a value's `Drop` panics: the
+    /// scratch space outlives the write, and a stale entry would be freed
+    /// again by the next one.
+    unsafe fn free<T>(&mut self) {
+        for n in self.run.drain(..).chain(self.subtrees.drain(..)) {
             // SAFETY: per the contract.
             unsafe { n.free() };
         }
-        for &v in &self.values {
-            // SAFETY: each entry is one unlinked reference.
-            unsafe { value::release::<T>(v) };
-        }
+        // SAFETY: each entry is one unlinked reference; all are released
+        // even if one's `Drop` panics.
+        unsafe { value::release_all::<T, _>(self.values.drain(..)) };
     }
 }
 
@@ -876,13 +878,13 @@ impl Rebuild<'_, '_> {
         let unlinked = self.retired.dedup_run();
         let live = tree.nodes.load(Ordering::Relaxed) + self.created - unlinked;
         tree.nodes.store(live, Ordering::Relaxed);
+        self.retired.entries = 0;
         match self.access {
             Access::Exclusive => {
-                // SAFETY: `&mut` access: no reader exists.
+                // SAFETY: `&mut` access: no reader exists. A value whose
+                // `Drop` panics unwinds out of the write after the tree is
+                // whole and every other value is released.
                 unsafe { self.retired.free::<T>() };
-                self.retired.run.clear();
-                self.retired.subtrees.clear();
-                self.retired.values.clear();
             }
             Access::Shared(guard) => {
                 // Mark after publishing, before the grace period starts: a
@@ -909,11 +911,10 @@ impl Rebuild<'_, '_> {
                     // SAFETY: this reference is unlinked; it is released
                     // after a grace period, and values are `T: Send + Sync +
                     // 'static` (required by `MapleTree::write`).
-                    unsafe { defer(guard, move || value::release::<T>(v)) };
+                    unsafe { defer(guard, move || value::release_deferred::<T>(v)) };
                 }
             }
         }
-        self.retired.entries = 0;
     }
 }
 
@@ -993,13 +994,10 @@ impl<T: Send + Sync> MapleTree<T> {
         }
         impl<T> Drop for Pending<T> {
             fn drop(&mut self) {
-                for it in &self.items {
-                    if !it.ptr.is_null() {
-                        // SAFETY: each value was made by `into_raw` and is
-                        // referenced only here.
-                        unsafe { value::release::<T>(it.ptr) };
-                    }
-                }
+                let values = self.items.iter().map(|it| it.ptr).filter(|p| !p.is_null());
+                // SAFETY: each value was made by `into_raw` and is
+                // referenced only here.
+                unsafe { value::release_all::<T, _>(values) };
             }
         }
         let mut pending = Pending::<T> {
