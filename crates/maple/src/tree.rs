@@ -21,6 +21,14 @@ use std::ptr;
 ///   sequence count, other changes copy the nodes they change and publish
 ///   the copy with one release store, and what they replace is freed after
 ///   a grace period.
+/// * A value whose `Drop` panics takes no other value with it. Where the
+///   value is dropped by the caller's own write (`&mut self`,
+///   [`write_unshared`](MapleTree::write_unshared)) or by dropping the
+///   tree, every other value of the batch is still dropped and the panic
+///   then reaches the caller, with the tree whole. Where it is dropped
+///   after a grace period (a [`write`](MapleTree::write)), it runs inside
+///   some later `pin` on any thread: there the panic hook reports it and
+///   the panic goes no further.
 ///
 /// ```
 /// use maple::MapleTree;
