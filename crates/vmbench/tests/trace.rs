@@ -395,3 +395,38 @@ fn replays_that_check_nothing_fail() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("2 final maps"));
 }
+
+#[test]
+fn an_interrupted_record_leaves_the_old_trace() {
+    if !ptrace_works() {
+        eprintln!("skipping: ptrace is not permitted here");
+        return;
+    }
+    let existing = scratch("interrupted.json");
+    std::fs::write(&existing, "a trace from yesterday").unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_vmbench"))
+        .args(["record", "--out"])
+        .arg(&existing)
+        .args(["--", "/bin/sleep", "5"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // The harshest interruption: SIGKILL, no handler runs.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&existing).unwrap(),
+        "a trace from yesterday"
+    );
+    let _ = std::fs::remove_file(&existing);
+    // Its temporary file (hidden, beside the destination) may remain.
+    if let Ok(entries) = std::fs::read_dir(existing.parent().unwrap()) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with(".vmbench-trace-test-") && name.contains("interrupted.json") {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+}
