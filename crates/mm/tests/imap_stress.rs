@@ -241,7 +241,9 @@ fn check(files: &[Arc<File>], all: &[Arc<Mutex<Vec<Mm>>>], rng: &mut Rng, what: 
     }
 }
 
-fn run(config: ImapConfig, seed: u64, steps: u64) {
+/// Returns the steps taken (each followed by the whole check) and the
+/// overlap queries the walker checked.
+fn run(config: ImapConfig, seed: u64, steps: u64) -> (u64, u64) {
     let what = format!(
         "{} on {} ({}, {:?})",
         config.design,
@@ -261,6 +263,7 @@ fn run(config: ImapConfig, seed: u64, steps: u64) {
     let barrier = Barrier::new(WORKERS);
     let done = AtomicUsize::new(0);
     let failure: Mutex<Option<String>> = Mutex::new(None);
+    let (taken, queries) = (AtomicUsize::new(0), AtomicUsize::new(0));
     std::thread::scope(|s| {
         s.spawn(|| {
             let mut rng = Rng(seed ^ 0xabcdef);
@@ -274,12 +277,14 @@ fn run(config: ImapConfig, seed: u64, steps: u64) {
                         assert!(Arc::ptr_eq(v.file().unwrap(), file), "{what}: wrong file");
                         ControlFlow::Continue(())
                     });
+                    queries.fetch_add(1, Ordering::Relaxed);
                 }
             }
         });
         for w in 0..WORKERS {
-            let (all, files, barrier, topo, what, done, failure) =
-                (&all, &files, &barrier, &topo, &what, &done, &failure);
+            let (all, files, barrier, topo, what, done, failure, taken) = (
+                &all, &files, &barrier, &topo, &what, &done, &failure, &taken,
+            );
             s.spawn(move || {
                 // Spread the workers over the (virtual) CPUs.
                 let vcpu = w * topo.nr_cpus() / WORKERS;
@@ -309,6 +314,7 @@ fn run(config: ImapConfig, seed: u64, steps: u64) {
                             files,
                         )
                     });
+                    taken.fetch_add(1, Ordering::Relaxed);
                     barrier.wait();
                     if w == 0 && failure.lock().unwrap_or_else(|e| e.into_inner()).is_none() {
                         let what = format!("{what}, round {round}");
@@ -335,6 +341,7 @@ fn run(config: ImapConfig, seed: u64, steps: u64) {
         );
         f.imap().validate().unwrap();
     }
+    (taken.into_inner() as u64, queries.into_inner() as u64)
 }
 
 fn configs() -> Vec<ImapConfig> {
@@ -366,7 +373,11 @@ fn configs() -> Vec<ImapConfig> {
 fn every_design_and_topology_keeps_the_reverse_maps_exact() {
     let steps = env("MM_IMAP_STRESS_STEPS", 300);
     let seed = env("MM_IMAP_STRESS_SEED", 0x5eed);
+    let (mut taken, mut queries) = (0, 0);
     for (i, config) in configs().into_iter().enumerate() {
-        run(config, seed.wrapping_add(i as u64), steps);
+        let (t, q) = run(config, seed.wrapping_add(i as u64), steps);
+        taken += t;
+        queries += q;
     }
+    eprintln!("imap stress: {taken} checked steps, {queries} checked queries");
 }

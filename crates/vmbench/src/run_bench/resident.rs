@@ -18,11 +18,6 @@ use mm::{File, MapFlags, Mm, Prot, PAGE_SIZE};
 /// about what `/proc/<pid>/maps` of a desktop program shows.
 pub const DEFAULT_RESIDENT: usize = 300;
 
-/// Most resident VMAs `--resident` accepts: the workloads map a few VMAs
-/// of their own beside them, under the model's default `max_map_count`
-/// (65530).
-pub const MAX_RESIDENT: usize = 65_000;
-
 /// VMAs per simulated library: five file segments and a bss.
 const GROUP: usize = 6;
 
