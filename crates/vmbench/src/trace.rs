@@ -32,7 +32,10 @@ pub use format::Trace;
 /// Options of `vmbench record`.
 #[derive(Debug, clap::Args)]
 pub struct RecordArgs {
-    /// Where to write the trace (JSON).
+    /// Where to write the trace (JSON): absent, or a regular file, which
+    /// is replaced only once the new trace is complete (a failed or
+    /// interrupted recording leaves it as it was). vmbench exits with the
+    /// recorded program's status (128 + N for a signal).
     #[arg(long, short)]
     pub out: PathBuf,
 
