@@ -36,6 +36,17 @@ fn vmbench() -> Command {
     Command::cargo_bin("vmbench").unwrap()
 }
 
+/// Runs `vmbench record --out OUT -- CMD...`.
+fn record(out: &Path, cmd: &[&str]) -> std::process::Output {
+    vmbench()
+        .args(["record", "--out"])
+        .arg(out)
+        .arg("--")
+        .args(cmd)
+        .output()
+        .unwrap()
+}
+
 /// Replays `path` with `index`; returns the number of calls replayed.
 fn replay_ok(path: &Path, index: &str) -> usize {
     let out = vmbench()
@@ -104,12 +115,7 @@ fn hidden_state_decides_a_merge() {
 #[test]
 fn live_true_records_and_replays() {
     let path = scratch("true.json");
-    let out = vmbench()
-        .args(["record", "--out"])
-        .arg(&path)
-        .args(["--", "/bin/true"])
-        .output()
-        .unwrap();
+    let out = record(&path, &["/bin/true"]);
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!stderr.contains("panicked"), "{stderr}");
@@ -214,12 +220,7 @@ fn inconsistent_traces_report_differences_without_panicking() {
 #[test]
 fn record_refuses_a_missing_command() {
     let path = scratch("missing.json");
-    let out = vmbench()
-        .args(["record", "--out"])
-        .arg(&path)
-        .args(["--", "/nonexistent/program"])
-        .output()
-        .unwrap();
+    let out = record(&path, &["/nonexistent/program"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(!stderr.contains("panicked"), "{stderr}");
@@ -245,12 +246,7 @@ fn record_refuses_a_missing_command() {
 /// Whether this machine lets `vmbench record` trace (containers may not).
 fn ptrace_works() -> bool {
     let path = scratch("probe.json");
-    let out = vmbench()
-        .args(["record", "--out"])
-        .arg(&path)
-        .args(["--", "/bin/true"])
-        .output()
-        .unwrap();
+    let out = record(&path, &["/bin/true"]);
     let _ = std::fs::remove_file(&path);
     out.status.success()
 }
@@ -261,12 +257,7 @@ fn record_never_destroys_what_is_at_out() {
     let existing = scratch("existing.json");
     let before = std::fs::read(fixture("ls.json")).unwrap();
     std::fs::write(&existing, &before).unwrap();
-    let out = vmbench()
-        .args(["record", "--out"])
-        .arg(&existing)
-        .args(["--", "/nonexistent"])
-        .output()
-        .unwrap();
+    let out = record(&existing, &["/nonexistent"]);
     assert!(!out.status.success());
     assert_eq!(
         std::fs::read(&existing).unwrap(),
@@ -278,12 +269,7 @@ fn record_never_destroys_what_is_at_out() {
     let link = scratch("link.json");
     let _ = std::fs::remove_file(&link);
     std::os::unix::fs::symlink(&existing, &link).unwrap();
-    let out = vmbench()
-        .args(["record", "--out"])
-        .arg(&link)
-        .args(["--", "/bin/true"])
-        .output()
-        .unwrap();
+    let out = record(&link, &["/bin/true"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(stderr.contains("symbolic link"), "{stderr}");
@@ -325,12 +311,7 @@ fn record_exits_with_the_recorded_programs_status() {
     }
     let path = scratch("status.json");
     for (script, code) in [("exit 3", 3), ("kill -9 $$", 137)] {
-        let out = vmbench()
-            .args(["record", "--out"])
-            .arg(&path)
-            .args(["--", "/bin/sh", "-c", script])
-            .output()
-            .unwrap();
+        let out = record(&path, &["/bin/sh", "-c", script]);
         assert_eq!(out.status.code(), Some(code), "{script}");
         // The trace of a failed program is still written: it is valid data.
         assert!(std::fs::read_to_string(&path)
