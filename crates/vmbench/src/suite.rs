@@ -412,7 +412,7 @@ pub fn main(args: &SuiteArgs) -> Result<(), BenchError> {
     let command = command.join(" ");
     let created = prepare_out(&plan.out, args.force)?;
     let result = measure_and_write(&plan, &command);
-    if result.is_err() {
+    if result.is_err() && !plan.out.join("results.jsonl").exists() {
         // Nothing measured: take back what this run wrote, and the
         // directory if this run made it.
         for f in ["command.txt", "machine.json"] {
