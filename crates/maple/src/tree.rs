@@ -788,47 +788,28 @@ impl Validator {
 
 impl<T> Drop for MapleTree<T> {
     fn drop(&mut self) {
-        /// What is left to free: nodes, and values of leaves already freed.
-        enum Left {
-            Node(NodePtr),
-            Value(*mut u8),
-        }
-        /// Frees everything on the stack. Run again by its guard while a
-        /// value's `Drop` panic unwinds, so that one panicking value does
-        /// not leak the rest of the tree (a second panic aborts).
-        fn teardown<T>(stack: &mut Vec<Left>) {
-            struct Rest<'a, T>(&'a mut Vec<Left>, std::marker::PhantomData<T>);
-            impl<T> Drop for Rest<'_, T> {
-                fn drop(&mut self) {
-                    teardown::<T>(self.0);
-                }
-            }
-            let rest = Rest::<T>(stack, std::marker::PhantomData);
-            while let Some(left) = rest.0.pop() {
-                match left {
-                    Left::Node(node) => {
-                        for i in 0..node.len() {
-                            if !node.is_leaf() {
-                                rest.0.push(Left::Node(node.child(i)));
-                            } else if !node.slot(i).is_null() {
-                                rest.0.push(Left::Value(node.slot(i)));
-                            }
-                        }
-                        // SAFETY: `&mut self`: nothing can reach the node
-                        // any more, and its contents are on the stack.
-                        unsafe { node.free() };
+        // Nodes first (freeing one cannot panic), gathering the values;
+        // then the values, all of them even if one's `Drop` panics.
+        let mut values = Vec::with_capacity(*self.entries.get_mut());
+        if let Some(root) =
+            NodePtr::from_raw(std::mem::replace(self.root.get_mut(), ptr::null_mut()))
+        {
+            let mut nodes = vec![root];
+            while let Some(node) = nodes.pop() {
+                for i in 0..node.len() {
+                    if !node.is_leaf() {
+                        nodes.push(node.child(i));
+                    } else if !node.slot(i).is_null() {
+                        values.push(node.slot(i));
                     }
-                    // SAFETY: we own the tree; each slot held one
-                    // reference of its value, taken off the stack once.
-                    Left::Value(p) => unsafe { value::release::<T>(p) },
                 }
+                // SAFETY: `&mut self`: nothing can reach the node any more,
+                // and what it held is gathered above.
+                unsafe { node.free() };
             }
-            std::mem::forget(rest);
         }
-        if let Some(root) = NodePtr::from_raw(*self.root.get_mut()) {
-            *self.root.get_mut() = ptr::null_mut();
-            teardown::<T>(&mut vec![Left::Node(root)]);
-        }
+        // SAFETY: we own the tree; each slot held one reference of its value.
+        unsafe { value::release_all::<T, _>(values.into_iter()) };
         let scratch = self.lock.get_mut().unwrap_or_else(|e| e.into_inner());
         if let Some(scratch) = scratch.take() {
             crate::write::Scratch::recycle(scratch);

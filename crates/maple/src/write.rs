@@ -497,6 +497,28 @@ impl<T: Send + Sync> MapleTree<T> {
     }
 }
 
+/// What a write puts in place of the slots it covers (see
+/// `Rebuild::middle`).
+struct Middle {
+    items: [Item; 3],
+    len: usize,
+    /// The first covered slot keeps its part left of the write.
+    left_keep: bool,
+    /// The last covered slot keeps its part right of the write.
+    right_keep: bool,
+}
+
+impl Middle {
+    fn push(&mut self, end: u64, ptr: *mut u8) {
+        self.items[self.len] = Item { end, ptr, gap: 0 };
+        self.len += 1;
+    }
+
+    fn items(&self) -> &[Item] {
+        &self.items[..self.len]
+    }
+}
+
 /// One write's rebuild: the paths to both ends and what it unlinks.
 struct Rebuild<'a, 's> {
     pl: &'s mut Path,
@@ -527,46 +549,52 @@ impl Rebuild<'_, '_> {
         }
     }
 
+    /// The at most three ranges that replace the covered ones: the
+    /// uncovered left part of `pl`'s slot, `[lo, hi] = p`, the uncovered
+    /// right part of `pr`'s slot.
+    fn middle(&self, lo: u64, hi: u64, p: *mut u8) -> Middle {
+        let l = self.pl.leaf();
+        let r = self.pr.leaf();
+        let mut m = Middle {
+            items: [Item {
+                end: hi,
+                ptr: p,
+                gap: 0,
+            }; 3],
+            len: 0,
+            left_keep: l.slot_start() < lo,
+            right_keep: false,
+        };
+        if m.left_keep {
+            m.push(lo - 1, l.node.slot(l.slot));
+        }
+        m.push(hi, p);
+        let right_end = r.slot_end();
+        m.right_keep = right_end > hi;
+        if m.right_keep {
+            m.push(right_end, r.node.slot(r.slot));
+        }
+        m
+    }
+
     /// Writes the new content of the leaves from `lo`'s to `hi`'s into
     /// `buf`; returns the entry count change (added, removed) within them.
     fn leaf_content<T>(&mut self, buf: &mut Buf, lo: u64, hi: u64, p: *mut u8) -> (usize, usize) {
-        let l = *self.pl.leaf();
-        let r = *self.pr.leaf();
+        let (l, r) = (*self.pl.leaf(), *self.pr.leaf());
+        let m = self.middle(lo, hi, p);
         buf.extend_from(&l, 0..l.slot);
-        let lp = l.node.slot(l.slot);
-        let left_keep = l.slot_start() < lo;
-        if left_keep {
-            buf.push(Item {
-                end: lo - 1,
-                ptr: lp,
-                gap: 0,
-            });
-        }
-        buf.push(Item {
-            end: hi,
-            ptr: p,
-            gap: 0,
-        });
-        let rp = r.node.slot(r.slot);
-        let right_end = r.slot_end();
-        let right_keep = right_end > hi;
-        if right_keep {
-            buf.push(Item {
-                end: right_end,
-                ptr: rp,
-                gap: 0,
-            });
-        }
+        m.items().iter().for_each(|&it| buf.push(it));
         buf.extend_from(&r, r.slot + 1..r.node.len());
-        self.cover::<T>(left_keep, right_keep, p)
+        self.cover::<T>(&m, p)
     }
 
     /// The value bookkeeping of a write whose leaves are `pl.leaf()` to
     /// `pr.leaf()`: each range it covers loses its slot, and a kept
-    /// remnant (`left_keep`, `right_keep`) needs one reference, so a range
-    /// split in two gains one. Returns the entry count change (added,
+    /// remnant (`m.left_keep`, `m.right_keep`) needs one reference, so a
+    /// range split in two gains one. Returns the entry count change (added,
     /// removed).
-    fn cover<T>(&mut self, left_keep: bool, right_keep: bool, p: *mut u8) -> (usize, usize) {
+    fn cover<T>(&mut self, m: &Middle, p: *mut u8) -> (usize, usize) {
+        let (left_keep, right_keep) = (m.left_keep, m.right_keep);
         let l = *self.pl.leaf();
         let r = *self.pr.leaf();
         let mut removed = 0;
@@ -611,38 +639,8 @@ impl Rebuild<'_, '_> {
         if l.node != r.node {
             return None;
         }
-        let left_keep = l.slot_start() < lo;
-        let right_end = r.slot_end();
-        let right_keep = right_end > hi;
-        let mut mid = [Item {
-            end: 0,
-            ptr: ptr::null_mut(),
-            gap: 0,
-        }; 3];
-        let mut n = 0;
-        if left_keep {
-            mid[n] = Item {
-                end: lo - 1,
-                ptr: l.node.slot(l.slot),
-                gap: 0,
-            };
-            n += 1;
-        }
-        mid[n] = Item {
-            end: hi,
-            ptr: p,
-            gap: 0,
-        };
-        n += 1;
-        if right_keep {
-            mid[n] = Item {
-                end: right_end,
-                ptr: r.node.slot(r.slot),
-                gap: 0,
-            };
-            n += 1;
-        }
-        let new_len = l.node.len() - (r.slot - l.slot + 1) + n;
+        let m = self.middle(lo, hi, p);
+        let new_len = l.node.len() - (r.slot - l.slot + 1) + m.len;
         let fits = new_len <= LEAF_SLOTS
             && (depth == 1 || new_len >= LEAF_MIN || l.max == u64::MAX)
             // The root leaf emptied: the general path drops the root.
@@ -651,14 +649,14 @@ impl Rebuild<'_, '_> {
             return None;
         }
         // Count before the slots change: `cover` reads them.
-        let counts = self.cover::<T>(left_keep, right_keep, p);
-        let mid = &mid[..n];
+        let counts = self.cover::<T>(&m, p);
+        let mid = m.items();
         match self.access {
             // SAFETY: `Access::Exclusive` is only used where no reader can
             // exist (`&mut self`, or `write_unshared`'s contract).
             Access::Exclusive => unsafe { l.node.splice_leaf(l.slot, r.slot, mid) },
             // Fast path 1: exactly one slot's pointer, no range moves.
-            Access::Shared(_) if l.slot == r.slot && n == 1 => l.node.store_slot(l.slot, p),
+            Access::Shared(_) if l.slot == r.slot && m.len == 1 => l.node.store_slot(l.slot, p),
             // Fast paths 2 and 3 and every other leaf-local change: under
             // the sequence count.
             #[cfg(not(vmscale_mutant = "unsequenced"))]
