@@ -22,6 +22,8 @@ mod legacy;
 mod maple_index;
 mod sharing;
 
+pub(crate) use sharing::Reader;
+
 pub use legacy::LegacyIndex;
 pub use maple_index::MapleIndex;
 

@@ -64,7 +64,7 @@ fn me() -> u64 {
 pub(crate) struct Sharing {
     state: AtomicU64,
     /// Set by the claimant for the length of a read made with no grace
-    /// period (see [`Sharing::read_alone`]).
+    /// period (see [`Sharing::begin_read`]).
     reading: AtomicBool,
 }
 
@@ -77,15 +77,24 @@ impl Default for Sharing {
     }
 }
 
-/// A read of the tree that the claimant makes with no grace period; it
-/// ends when this is dropped. See [`Sharing::read_alone`].
-pub(crate) struct AloneRead<'a>(&'a Sharing);
+/// How a lockless reader may read the tree now; see
+/// [`Sharing::begin_read`].
+pub(crate) enum Reader<'a> {
+    /// Not admitted yet.
+    Unadmitted,
+    /// Admitted; pin a grace period.
+    Pinned,
+    /// The claimant, reading with no grace period until this is dropped.
+    Alone(&'a Sharing),
+}
 
-impl Drop for AloneRead<'_> {
+impl Drop for Reader<'_> {
     fn drop(&mut self) {
-        // Release: everything the read did happens before a thread that
-        // sees the mark clear goes on to retire what was read.
-        self.0.reading.store(false, Ordering::Release);
+        if let Reader::Alone(sharing) = self {
+            // Release: everything the read did happens before a thread
+            // that sees the mark clear goes on to retire what was read.
+            sharing.reading.store(false, Ordering::Release);
+        }
     }
 }
 
@@ -106,31 +115,37 @@ impl Sharing {
         false
     }
 
-    /// For an admitted lockless reader: begins a read that needs no grace
-    /// period, if the calling thread is the claimant. While the returned
-    /// guard lives, no other thread writes the tree, so nothing read
-    /// through it is retired. `None`: pin a grace period instead.
+    /// For a lockless reader, before it reads: one look at the state says
+    /// whether the calling thread must first be admitted
+    /// ([`Unadmitted`](Reader::Unadmitted): call [`admit`](Sharing::admit)
+    /// under `mmap_lock`, then this again), must pin a grace period
+    /// ([`Pinned`](Reader::Pinned)), or is the claimant and reads with none
+    /// ([`Alone`](Reader::Alone)): while that guard lives no other thread
+    /// writes the tree, so nothing read through it is retired.
     #[inline]
-    pub(crate) fn read_alone(&self) -> Option<AloneRead<'_>> {
+    pub(crate) fn begin_read(&self) -> Reader<'_> {
         let me = me();
-        if self.state.load(Ordering::Relaxed) != me {
-            return None;
+        match self.state.load(Ordering::Acquire) {
+            SHARED => return Reader::Pinned,
+            s if s != me => return Reader::Unadmitted,
+            _ => {}
         }
         self.reading.store(true, Ordering::Relaxed);
         // Dekker's handshake with `make_shared`: the mark is visible
         // before the state is read again, so either this read sees the
-        // state move, or the thread that moved it sees the mark and waits.
+        // state move (to shared: this thread stays admitted), or the
+        // thread that moved it sees the mark and waits.
         fence(Ordering::SeqCst);
         if self.state.load(Ordering::Relaxed) != me {
             self.reading.store(false, Ordering::Relaxed);
-            return None;
+            return Reader::Pinned;
         }
-        Some(AloneRead(self))
+        Reader::Alone(self)
     }
 
     /// Makes the tree shared for good, then waits until a claimant's read
     /// that began before it is over (the other half of the handshake in
-    /// [`read_alone`](Sharing::read_alone)).
+    /// [`begin_read`](Sharing::begin_read)).
     fn make_shared(&self) {
         self.state.store(SHARED, Ordering::Relaxed);
         fence(Ordering::SeqCst);
@@ -143,12 +158,8 @@ impl Sharing {
         }
     }
 
-    /// For a lockless reader, before it reads: whether the calling thread
-    /// is already admitted as one. If not, it must call [`admit`] under
-    /// `mmap_lock` first.
-    ///
-    /// [`admit`]: Sharing::admit
-    #[inline]
+    /// Whether the calling thread is admitted as a lockless reader.
+    #[cfg(test)]
     pub(crate) fn admitted(&self) -> bool {
         let s = self.state.load(Ordering::Acquire);
         s == SHARED || s == me()
@@ -211,13 +222,16 @@ mod tests {
     #[test]
     fn only_the_claimant_reads_with_no_grace_period() {
         let s = Sharing::default();
-        assert!(s.read_alone().is_none(), "not admitted yet");
+        assert!(
+            matches!(s.begin_read(), Reader::Unadmitted),
+            "not admitted yet"
+        );
         s.admit();
-        assert!(s.read_alone().is_some());
+        assert!(matches!(s.begin_read(), Reader::Alone(_)));
         // Another thread's write makes the tree shared: pin from then on.
         let other = std::thread::scope(|t| t.spawn(|| s.writer_alone()).join().unwrap());
         assert!(!other && s.is_shared());
-        assert!(s.read_alone().is_none());
+        assert!(matches!(s.begin_read(), Reader::Pinned));
     }
 
     #[test]
@@ -232,14 +246,14 @@ mod tests {
 /// A shuttle model of the mode switch: two threads each write (under the
 /// write lock, in place when [`Sharing::writer_alone`] says so) and read
 /// without the lock (admitted first, under the read lock; with no grace
-/// period when [`Sharing::read_alone`] allows), in every interleaving.
+/// period when [`Sharing::begin_read`] allows), in every interleaving.
 /// Checked: no in-place write ever overlaps another thread's lockless
 /// read, and no write at all (an RCU write retires what it replaces)
 /// overlaps another thread's read made with no grace period. Run with
 /// `RUSTFLAGS="--cfg vmscale_shuttle" cargo test -p mm --lib shuttle`.
 #[cfg(all(test, vmscale_shuttle))]
 mod shuttle_model {
-    use super::Sharing;
+    use super::{Reader, Sharing};
     use shuttle::sync::atomic::{AtomicBool, Ordering};
     use shuttle::sync::RwLock;
     use shuttle::thread;
@@ -273,17 +287,20 @@ mod shuttle_model {
             }
         };
         let read = || {
-            if !w.sharing.admitted() {
+            let mut reader = w.sharing.begin_read();
+            if let Reader::Unadmitted = reader {
                 let _g = w.mmap_lock.read().unwrap();
                 w.sharing.admit();
+                reader = w.sharing.begin_read();
             }
-            let alone = w.sharing.read_alone();
+            assert!(!matches!(reader, Reader::Unadmitted), "admitted, then not");
             w.reading[me].store(true, Ordering::SeqCst);
-            w.unpinned[me].store(alone.is_some(), Ordering::SeqCst);
+            let alone = matches!(reader, Reader::Alone(_));
+            w.unpinned[me].store(alone, Ordering::SeqCst);
             thread::yield_now();
             w.unpinned[me].store(false, Ordering::SeqCst);
             w.reading[me].store(false, Ordering::SeqCst);
-            drop(alone);
+            drop(reader);
         };
         for _ in 0..2 {
             if reads_first {

@@ -5,6 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::flags::{VmFlags, PAGE_SHIFT, PAGE_SIZE};
+use crate::index::Reader;
 use crate::vma::Vma;
 use crate::Errno;
 
@@ -118,19 +119,20 @@ impl Mm {
     /// ```
     pub fn fault(&self, addr: u64, access: Access) -> Result<FaultPath, FaultError> {
         if let Some(h) = &self.lockless {
-            if !h.sharing.admitted() {
+            let mut reader = h.sharing.begin_read();
+            if let Reader::Unadmitted = reader {
                 // This thread's first lockless fault: become a lockless
                 // reader under mmap_lock, so that no in-place write is
                 // under way and later writers switch to RCU writes.
                 let _st = self.state.read();
                 h.sharing.admit();
+                reader = h.sharing.begin_read();
             }
             // The claimant alone reads with no grace period (see the
             // `sharing` module); any other reader pins one.
-            let alone = h.sharing.read_alone();
             let pinned;
-            let guard = if alone.is_some() {
-                // SAFETY: while `alone` lives, no other thread writes the
+            let guard = if let Reader::Alone(_) = reader {
+                // SAFETY: while `reader` lives, no other thread writes the
                 // tree (a writer other than this thread first makes it
                 // shared, waiting for this read to end), and this thread
                 // is reading, not writing: nothing reachable is retired.
@@ -152,7 +154,7 @@ impl Mm {
             }
             // The lockless read is over before the fallback takes
             // `mmap_lock`, which a writer waiting for it may hold.
-            drop(alone);
+            drop(reader);
         }
         self.fault_locked(addr, access)
     }
