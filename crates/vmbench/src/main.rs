@@ -14,7 +14,6 @@ mod itree_bench;
 mod output;
 mod plot;
 mod report;
-mod results;
 mod rng;
 mod run_bench;
 mod suite;

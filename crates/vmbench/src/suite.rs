@@ -30,13 +30,13 @@ use mm::lock::LockKind;
 use mm::topology::Topology;
 use mm::IndexKind;
 
-use crate::compare;
 use crate::plot;
-use crate::results::{self, Machine, Sample};
 use crate::run_bench::harness::{self, Mode, Spec, Timing};
 use crate::run_bench::workload::Workload;
 use crate::run_bench::{default_threads, execl, parse_threads, parse_topology, resident};
 use crate::tree_bench::{self, BenchError, Impl, Op, Scale, TreeConfig};
+use vmresults::compare;
+use vmresults::samples::{self as results, Machine, Sample};
 
 /// Options of `vmbench suite`.
 #[derive(Debug, Args)]

@@ -11,8 +11,8 @@ use clap::Args;
 use mm::topology::Topology;
 use serde::Serialize;
 
-use crate::results::Machine;
 use crate::tree_bench::BenchError;
+use vmresults::Machine;
 
 /// Options of `vmbench topology`.
 #[derive(Debug, Args)]

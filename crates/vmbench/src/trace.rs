@@ -1,33 +1,17 @@
 //! `vmbench record` and `vmbench replay`: check the address-space model
-//! against real programs.
-//!
-//! `record` runs a command under a native `ptrace` tracer with
-//! address-space randomisation off and writes a trace (see
-//! [`format`]): each address space's map when it starts (at exec, before
-//! the first system call), every `mmap`/`munmap`/`mprotect`/`mremap`/`brk`
-//! with its arguments and result, forks, the hidden state the model needs
-//! (which VMAs got an anon_vma from a write fault, how far stacks grew),
-//! and each address space's final map.
-//!
-//! `replay` rebuilds each address space with [`mm::Mm::from_smaps`] (a
-//! forked one with [`mm::Mm::fork`]), replays every call in order and
-//! reports each result that differs from the kernel's, and each line of
-//! a final map that does; it fails when anything differs.
-
-mod format;
-mod ptrace;
-mod record;
-mod replay;
+//! against real programs, through [`vmtrace`]. This module adds what a
+//! command line needs: the output file that is replaced only when
+//! complete, the exit status, the report and its verdict.
 
 use std::io::Write as _;
 use std::path::PathBuf;
 
 use mm::IndexKind;
+use vmtrace::format::Event;
+use vmtrace::{Limits, Trace};
 
 use crate::output::OutputFile;
 use crate::tree_bench::BenchError;
-
-pub use format::Trace;
 
 /// Options of `vmbench record`.
 #[derive(Debug, clap::Args)]
@@ -57,6 +41,22 @@ pub struct ReplayArgs {
     /// Also print each address space's final map in the model.
     #[arg(long)]
     pub maps: bool,
+
+    /// Refuse a trace that builds more address spaces than this (one per
+    /// exec, one per fork): traces are untrusted, and each address space
+    /// costs memory.
+    #[arg(long, default_value_t = Limits::default().max_spaces, value_name = "N")]
+    pub max_spaces: usize,
+
+    /// Refuse a trace whose address spaces would hold more VMAs than this
+    /// together (each fork copies its parent's VMAs).
+    #[arg(long, default_value_t = Limits::default().max_vmas, value_name = "N")]
+    pub max_vmas: usize,
+
+    /// Refuse a trace with more forks in a row than this without an exec
+    /// between them (each level lengthens every anon_vma chain).
+    #[arg(long, default_value_t = Limits::default().max_fork_depth, value_name = "N")]
+    pub max_fork_depth: usize,
 }
 
 /// Runs `vmbench record`. The trace is written to a temporary file beside
@@ -68,7 +68,7 @@ pub struct ReplayArgs {
 pub fn record(args: &RecordArgs) -> Result<u8, BenchError> {
     // Checked and created before the command runs: a bad path fails first.
     let mut out = OutputFile::create(&args.out).map_err(|e| BenchError(format!("record: {e}")))?;
-    let trace = record::record(&args.command).map_err(|e| BenchError(format!("record: {e}")))?;
+    let trace = vmtrace::record(&args.command).map_err(|e| BenchError(format!("record: {e}")))?;
     let text = trace
         .to_text()
         .map_err(|e| BenchError(format!("record: encoding the trace: {e}")))?;
@@ -78,7 +78,7 @@ pub fn record(args: &RecordArgs) -> Result<u8, BenchError> {
     let spaces = trace
         .events
         .iter()
-        .filter(|e| matches!(e, format::Event::Exec { .. } | format::Event::Fork { .. }))
+        .filter(|e| matches!(e, Event::Exec { .. } | Event::Fork { .. }))
         .count();
     eprintln!(
         "vmbench record: {} ({}): {calls} calls in {spaces} address spaces, {} events, written to {}",
@@ -106,7 +106,13 @@ fn exit_code(status: &str) -> u8 {
 /// when anything differs.
 pub fn replay(args: &ReplayArgs) -> Result<(), BenchError> {
     let trace = Trace::load(&args.trace).map_err(|e| BenchError(format!("replay: {e}")))?;
-    let outcome = replay::replay(&trace, args.index);
+    let limits = Limits {
+        max_spaces: args.max_spaces,
+        max_vmas: args.max_vmas,
+        max_fork_depth: args.max_fork_depth,
+    };
+    let outcome = vmtrace::replay(&trace, args.index, &limits)
+        .map_err(|e| BenchError(format!("replay: {}: {e}", args.trace.display())))?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let mut text = String::new();

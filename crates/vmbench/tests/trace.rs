@@ -411,3 +411,37 @@ fn an_interrupted_record_leaves_the_old_trace() {
         }
     }
 }
+
+/// A trace asking for more than replay's limits is refused with one line
+/// naming the option; raising the limit replays it.
+#[test]
+fn replay_limits_are_options() {
+    let pipeline = fixture("sh-pipeline.json");
+    for (option, value) in [
+        ("--max-spaces", "3"),
+        ("--max-fork-depth", "0"),
+        ("--max-vmas", "40"),
+    ] {
+        let out = vmbench()
+            .args(["replay", option, value])
+            .arg(&pipeline)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{option} {value} was not enforced");
+        assert!(
+            stderr.contains(option) && stderr.trim_end().lines().count() == 1,
+            "{stderr}"
+        );
+    }
+    let out = vmbench()
+        .args(["replay", "--max-spaces", "7", "--max-fork-depth", "1"])
+        .arg(&pipeline)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -1,6 +1,16 @@
-//! `vmbench replay`: rebuild each recorded address space in the model,
-//! replay every call, and compare results and final maps with the
-//! kernel's.
+//! Replay: rebuild each recorded address space in the model, replay every
+//! call, and compare results and final maps with the kernel's.
+//!
+//! A trace is untrusted input (people replay traces others recorded), so
+//! what a replay may build is bounded by [`Limits`]: the address spaces it
+//! builds, the VMAs they hold together, and how deep a chain of forks
+//! goes. Without them a short trace could ask for unbounded memory: each
+//! fork event (a few dozen bytes) copies its parent's every VMA, and each
+//! level of a fork chain lengthens every anonymous VMA's anon_vma chain.
+//! Within the limits, memory grows with the VMAs held and time with the
+//! trace's events times the VMAs each call covers; nothing is sized by a
+//! number the trace states (a `MAP_POPULATE` of a terabyte marks VMAs,
+//! not pages, and a thread is only a number on an event).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt::Write as _;
@@ -12,7 +22,7 @@ use mm::{
     Access, Errno, File, IndexKind, Layout, MapFlags, Mm, MmConfig, MremapFlags, Prot, VmFlags,
 };
 
-use super::format::{Event, Hex, Ret, Trace};
+use crate::format::{Event, Hex, Ret, Trace};
 
 /// What a replay found.
 #[derive(Debug, Default)]
@@ -43,9 +53,61 @@ impl Outcome {
     }
 }
 
+/// What a replay may build; exceeding any of them stops the replay with a
+/// [`LimitExceeded`] (see the module docs for why each is needed).
+///
+/// The defaults are far above any recorded program so far (the committed
+/// traces build at most seven address spaces of a few hundred VMAs). The
+/// costliest trace they admit (a 31-deep fork chain, then forks of its
+/// last space, each copying 330 anonymous VMAs, until the VMA limit)
+/// peaks at 680 MB and stops after 6 s (2-vCPU VM, docs/RESULTS.md "Issue
+/// 15"); a trace with no fork costs the model at most `max_vmas` VMAs, and
+/// its time grows with its events times the VMAs each call covers.
+///
+/// ```
+/// let limits = vmtrace::Limits { max_spaces: 16, ..vmtrace::Limits::default() };
+/// assert_eq!(limits.max_spaces, 16);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Address spaces built (one per exec, one per fork).
+    pub max_spaces: usize,
+    /// VMAs held by all address spaces together, at any point.
+    pub max_vmas: usize,
+    /// Forks in a row without an exec between them (a child of the
+    /// command's first address space is at depth 1).
+    pub max_fork_depth: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_spaces: 4096,
+            max_vmas: 1 << 18,
+            max_fork_depth: 32,
+        }
+    }
+}
+
+/// A replay stopped because the trace asks for more than [`Limits`]
+/// allows; the message names the event, the limit and the option that
+/// raises it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitExceeded(pub String);
+
+impl std::fmt::Display for LimitExceeded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for LimitExceeded {}
+
 /// One address space of the replay.
 struct Space {
     mm: Mm,
+    /// Forks since the last exec.
+    depth: usize,
     /// VMAs (by start) that the kernel showed with anonymous pages.
     anon: BTreeSet<u64>,
     /// Grows-down VMAs as the kernel showed them.
@@ -63,9 +125,22 @@ fn ret_of(r: Result<u64, Errno>) -> Ret {
     }
 }
 
-/// Replay `trace` on models using `index`.
-pub fn replay(trace: &Trace, index: IndexKind) -> Outcome {
+/// Replay `trace` on models using `index`, within `limits`.
+///
+/// ```
+/// let text = std::fs::read_to_string(concat!(
+///     env!("CARGO_MANIFEST_DIR"),
+///     "/../vmbench/tests/fixtures/ls.json"
+/// ))
+/// .unwrap();
+/// let trace = vmtrace::Trace::parse(&text).unwrap();
+/// let outcome = vmtrace::replay(&trace, mm::IndexKind::Maple, &vmtrace::Limits::default()).unwrap();
+/// assert!(outcome.finals > 0 && outcome.total_calls() > 0);
+/// ```
+pub fn replay(trace: &Trace, index: IndexKind, limits: &Limits) -> Result<Outcome, LimitExceeded> {
     let mut out = Outcome::default();
+    // VMAs held by every space together, kept up to date after each event.
+    let mut vmas: usize = 0;
     let files: Vec<Arc<File>> = trace
         .files
         .iter()
@@ -163,23 +238,32 @@ pub fn replay(trace: &Trace, index: IndexKind) -> Outcome {
                 match built {
                     Ok(mm) => {
                         out.spaces += 1;
+                        if out.spaces > limits.max_spaces {
+                            return Err(too_many_spaces(i, limits));
+                        }
                         missing.remove(&space_id);
-                        spaces.insert(
+                        vmas += mm.map_count();
+                        let replaced = spaces.insert(
                             space_id,
                             Space {
                                 mm,
+                                depth: 0,
                                 anon,
                                 stacks,
                                 reported: HashSet::new(),
                                 last_final: None,
                             },
                         );
+                        vmas -= replaced.map_or(0, |s| s.mm.map_count());
+                        check_vmas(vmas, i, limits)?;
                     }
                     Err(e) => {
                         out.diffs.push(format!(
                             "event {i} [pid {pid}, space {space_id}]: exec: cannot build the address space: {e}"
                         ));
-                        spaces.remove(&space_id);
+                        if let Some(old) = spaces.remove(&space_id) {
+                            vmas -= old.mm.map_count();
+                        }
                         missing.insert(space_id);
                     }
                 }
@@ -193,15 +277,33 @@ pub fn replay(trace: &Trace, index: IndexKind) -> Outcome {
                     ));
                     continue;
                 };
+                if out.spaces >= limits.max_spaces {
+                    return Err(too_many_spaces(i, limits));
+                }
+                if p.depth >= limits.max_fork_depth {
+                    return Err(LimitExceeded(format!(
+                        "event {i}: fork {} deep without an exec, over the limit of {} \
+                         (--max-fork-depth)",
+                        p.depth + 1,
+                        limits.max_fork_depth
+                    )));
+                }
+                // Checked before the copy is made, so the limit bounds
+                // what is allocated.
+                check_vmas(vmas + p.mm.map_count(), i, limits)?;
                 let child = Space {
                     mm: p.mm.fork(),
+                    depth: p.depth + 1,
                     anon: p.anon.clone(),
                     stacks: p.stacks.clone(),
                     reported: HashSet::new(),
                     last_final: None,
                 };
                 out.spaces += 1;
-                spaces.insert(space_id, child);
+                vmas += child.mm.map_count();
+                if let Some(old) = spaces.insert(space_id, child) {
+                    vmas -= old.mm.map_count();
+                }
                 continue;
             }
             _ => {}
@@ -214,6 +316,7 @@ pub fn replay(trace: &Trace, index: IndexKind) -> Outcome {
             }
             continue;
         };
+        let before = space.mm.map_count();
         match ev {
             Event::Exec { .. } | Event::Fork { .. } => unreachable!("handled above"),
             Event::Sync {
@@ -258,6 +361,8 @@ pub fn replay(trace: &Trace, index: IndexKind) -> Outcome {
                 }
             }
         }
+        vmas = vmas - before + space.mm.map_count();
+        check_vmas(vmas, i, limits)?;
     }
     for (id, space) in &spaces {
         out.model_maps.push((*id, space.mm.proc_maps()));
@@ -272,7 +377,25 @@ pub fn replay(trace: &Trace, index: IndexKind) -> Outcome {
             ));
         }
     }
-    out
+    Ok(out)
+}
+
+fn too_many_spaces(i: usize, limits: &Limits) -> LimitExceeded {
+    LimitExceeded(format!(
+        "event {i}: the trace builds more than {} address spaces (--max-spaces)",
+        limits.max_spaces
+    ))
+}
+
+fn check_vmas(vmas: usize, i: usize, limits: &Limits) -> Result<(), LimitExceeded> {
+    if vmas > limits.max_vmas {
+        return Err(LimitExceeded(format!(
+            "event {i}: the address spaces would hold {vmas} VMAs together, over the limit of \
+             {} (--max-vmas)",
+            limits.max_vmas
+        )));
+    }
+    Ok(())
 }
 
 /// Bring the model's hidden state in line with what the kernel showed:

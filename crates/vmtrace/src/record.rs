@@ -16,8 +16,8 @@ use std::io;
 use mm::procmaps::{self, SmapsEntry};
 use mm::VmFlags;
 
-use super::format::{Event, FileInfo, Hex, Ret, SmapsLine, Sysctl, Trace, FORMAT, VERSION};
-use super::ptrace::{self, event, Pid, Status, SyscallInfo};
+use crate::format::{Event, FileInfo, Hex, Ret, SmapsLine, Sysctl, Trace, FORMAT, VERSION};
+use crate::ptrace::{self, event, Pid, Status, SyscallInfo};
 
 /// Highest user address plus one (x86-64, 4-level page tables); mappings
 /// above it (`[vsyscall]`) are not VMAs.

@@ -1,5 +1,5 @@
-//! A results directory: what `vmbench suite` writes and `vmbench compare`
-//! reads.
+//! The results directory: what `vmbench suite` writes and `vmbench
+//! compare` reads.
 //!
 //! | file | contents |
 //! |---|---|
@@ -61,24 +61,32 @@ pub fn read_samples(dir: &Path) -> Result<Vec<Sample>, String> {
     let path = dir.join("results.jsonl");
     let text =
         fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    parse_samples(&text).map_err(|e| format!("{} {e}", path.display()))
+}
+
+/// Parses the text of a `results.jsonl`: one [`Sample`] per line, blank
+/// lines allowed, at least one sample, every value finite. The error is
+/// one line and, for a bad line, starts with its number.
+///
+/// ```
+/// let line = r#"{"workload":"brk1","metric":"ops/s","unit":"ops/s","higher_is_better":true,"config":"maple","threads":1,"rep":0,"value":5.0}"#;
+/// assert_eq!(vmresults::samples::parse_samples(line).unwrap()[0].value, 5.0);
+/// assert!(vmresults::samples::parse_samples("").unwrap_err().contains("no samples"));
+/// ```
+pub fn parse_samples(text: &str) -> Result<Vec<Sample>, String> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let s: Sample = serde_json::from_str(line)
-            .map_err(|e| format!("{} line {}: {e}", path.display(), i + 1))?;
+        let s: Sample = serde_json::from_str(line).map_err(|e| format!("line {}: {e}", i + 1))?;
         if !s.value.is_finite() {
-            return Err(format!(
-                "{} line {}: value is not a finite number",
-                path.display(),
-                i + 1
-            ));
+            return Err(format!("line {}: value is not a finite number", i + 1));
         }
         out.push(s);
     }
     if out.is_empty() {
-        return Err(format!("{} holds no samples", path.display()));
+        return Err("holds no samples".into());
     }
     Ok(out)
 }

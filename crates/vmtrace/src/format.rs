@@ -373,25 +373,28 @@ impl Trace {
     pub fn load(path: &Path) -> Result<Trace, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read trace {}: {e}", path.display()))?;
-        let trace: Trace = serde_json::from_str(&text)
-            .map_err(|e| format!("{} is not a valid trace: {e}", path.display()))?;
+        Trace::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Parse and check a trace's text. Errors are one line.
+    ///
+    /// ```
+    /// let e = vmtrace::Trace::parse("{}").unwrap_err();
+    /// assert!(e.starts_with("not a valid trace"), "{e}");
+    /// ```
+    pub fn parse(text: &str) -> Result<Trace, String> {
+        let trace: Trace =
+            serde_json::from_str(text).map_err(|e| format!("not a valid trace: {e}"))?;
         if trace.format != FORMAT {
-            return Err(format!(
-                "{} is not a vmscale trace (format {:?})",
-                path.display(),
-                trace.format
-            ));
+            return Err(format!("not a vmscale trace (format {:?})", trace.format));
         }
         if trace.version != VERSION {
             return Err(format!(
-                "{}: trace version {} is not supported (this build reads version {VERSION})",
-                path.display(),
+                "trace version {} is not supported (this build reads version {VERSION})",
                 trace.version
             ));
         }
-        trace
-            .check()
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        trace.check()?;
         Ok(trace)
     }
 

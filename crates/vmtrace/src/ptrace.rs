@@ -1,6 +1,6 @@
 //! The few `ptrace`/`waitpid` calls the recorder needs, as safe functions.
 //!
-//! This is the only module of `vmbench trace` allowed to use `unsafe`:
+//! This is the only module of `vmtrace` allowed to use `unsafe`:
 //! every call below is a plain system call whose pointer arguments point
 //! at local, correctly sized buffers.
 

@@ -1,0 +1,992 @@
+//! Comparison tables in the form kernel developers read: one run's
+//! configurations against its baseline ([`suite_tables`]), or run B
+//! against run A ([`compare`]).
+//!
+//! A cell summarises the repetitions of one figure: its mean (harmonic for
+//! rates, because the harmonic mean of ops/s is the rate of the mean time
+//! per op; arithmetic for times), its spread, and, against the baseline,
+//! the % change and whether that change is significant by Welch's t-test.
+//! Welch's test is used rather than Student's because two designs rarely
+//! have the same variance, and rather than a bootstrap because a handful of
+//! repetitions is too few to resample.
+//!
+//! The t distribution is computed here (regularized incomplete beta by its
+//! continued fraction) so that the one formula the verdict rests on is in
+//! plain sight and tested against known values.
+
+use std::fmt;
+
+use comfy_table::presets::UTF8_FULL_CONDENSED;
+use comfy_table::{CellAlignment, Table};
+
+use crate::samples::Sample;
+
+/// The significance level: a difference is marked when Welch's two-sided
+/// p-value is below it.
+pub const ALPHA: f64 = 0.05;
+
+/// Summary of one cell: the mean over repetitions (harmonic for rates, i.e.
+/// `higher_is_better`, arithmetic for times), sample standard deviation,
+/// count.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Summary {
+    /// Harmonic mean for rates, arithmetic mean for times.
+    pub mean: f64,
+    /// Sample standard deviation (n - 1) of the raw values; 0 for a single
+    /// value, where no spread can be measured (the cell then shows no `±`).
+    pub stddev: f64,
+    /// Number of repetitions.
+    pub n: usize,
+}
+
+/// Summarises `values`. `None` for no values, a non-finite value, or, for a
+/// rate, a value of 0 or below (a harmonic mean needs positive values, and
+/// a rate of 0 means the run measured nothing).
+pub fn summarize(values: &[f64], higher_is_better: bool) -> Option<Summary> {
+    if values.is_empty() || values.iter().any(|v| !v.is_finite()) {
+        return None;
+    }
+    let n = values.len();
+    let mean = if higher_is_better {
+        if values.iter().any(|&v| v <= 0.0) {
+            return None;
+        }
+        n as f64 / values.iter().map(|v| 1.0 / v).sum::<f64>()
+    } else {
+        values.iter().sum::<f64>() / n as f64
+    };
+    let stddev = mean_var(values).map_or(0.0, |(_, var)| var.sqrt());
+    Some(Summary { mean, stddev, n })
+}
+
+/// Arithmetic mean and sample variance; `None` below two values.
+fn mean_var(values: &[f64]) -> Option<(f64, f64)> {
+    let n = values.len();
+    if n < 2 {
+        return None;
+    }
+    let mean = values.iter().sum::<f64>() / n as f64;
+    let ss: f64 = values.iter().map(|v| (v - mean) * (v - mean)).sum();
+    Some((mean, ss / (n - 1) as f64))
+}
+
+/// Welch's t-test, two-sided p-value (None when either side has < 2
+/// samples or zero variance both, or a value is not finite).
+pub fn welch_p(a: &[f64], b: &[f64]) -> Option<f64> {
+    if a.iter().chain(b).any(|v| !v.is_finite()) {
+        return None;
+    }
+    let (mean_a, var_a) = mean_var(a)?;
+    let (mean_b, var_b) = mean_var(b)?;
+    let sa = var_a / a.len() as f64;
+    let sb = var_b / b.len() as f64;
+    let se2 = sa + sb;
+    if se2 <= 0.0 {
+        return None;
+    }
+    let t = (mean_a - mean_b) / se2.sqrt();
+    // Welch–Satterthwaite degrees of freedom.
+    let df = se2 * se2 / (sa * sa / (a.len() - 1) as f64 + sb * sb / (b.len() - 1) as f64);
+    Some(t_two_sided_p(t, df))
+}
+
+/// P(|T| >= |t|) for Student's t with `df` degrees of freedom (`df > 0`,
+/// not necessarily an integer): the regularized incomplete beta
+/// I_x(df/2, 1/2) at x = df / (df + t²).
+fn t_two_sided_p(t: f64, df: f64) -> f64 {
+    let x = df / (df + t * t);
+    reg_inc_beta(df / 2.0, 0.5, x).clamp(0.0, 1.0)
+}
+
+/// The regularized incomplete beta function I_x(a, b) for a, b > 0.
+fn reg_inc_beta(a: f64, b: f64, x: f64) -> f64 {
+    if x <= 0.0 {
+        return 0.0;
+    }
+    if x >= 1.0 {
+        return 1.0;
+    }
+    // x^a (1-x)^b / B(a, b), in logs to survive large a and b.
+    let front =
+        (ln_gamma(a + b) - ln_gamma(a) - ln_gamma(b) + a * x.ln() + b * (1.0 - x).ln()).exp();
+    // The continued fraction converges quickly only left of its mean; on
+    // the right use the symmetry I_x(a, b) = 1 - I_{1-x}(b, a).
+    if x < (a + 1.0) / (a + b + 2.0) {
+        front * beta_fraction(a, b, x) / a
+    } else {
+        1.0 - front * beta_fraction(b, a, 1.0 - x) / b
+    }
+}
+
+/// The continued fraction of the incomplete beta,
+/// 1 / (1 + d1 / (1 + d2 / (1 + ...))), evaluated forward by the modified
+/// Lentz method, with
+/// d(2m+1) = -(a+m)(a+b+m) x / ((a+2m)(a+2m+1)) and
+/// d(2m) = m(b-m) x / ((a+2m-1)(a+2m)).
+fn beta_fraction(a: f64, b: f64, x: f64) -> f64 {
+    // Keeps a partial denominator away from exactly 0 (Lentz's guard).
+    const TINY: f64 = 1e-300;
+    let guard = |v: f64| if v.abs() < TINY { TINY } else { v };
+    let mut c = 1.0;
+    let mut d = 1.0 / guard(1.0 - (a + b) * x / (a + 1.0));
+    let mut f = d;
+    for m in 1..=500 {
+        let m = f64::from(m);
+        for num in [
+            m * (b - m) * x / ((a + 2.0 * m - 1.0) * (a + 2.0 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2.0 * m) * (a + 2.0 * m + 1.0)),
+        ] {
+            d = 1.0 / guard(1.0 + num * d);
+            c = guard(1.0 + num / c);
+            f *= c * d;
+        }
+        if (c * d - 1.0).abs() < 1e-15 {
+            break;
+        }
+    }
+    f
+}
+
+/// ln Γ(z) for z > 0: Stirling's series, after raising z to at least 10
+/// with Γ(z) = Γ(z + 1) / z, where five terms are accurate to ~1e-14.
+fn ln_gamma(z: f64) -> f64 {
+    let mut z = z;
+    let mut shift = 0.0;
+    while z < 10.0 {
+        shift += z.ln();
+        z += 1.0;
+    }
+    let inv = 1.0 / z;
+    let inv2 = inv * inv;
+    let series = inv
+        * (1.0 / 12.0
+            - inv2 * (1.0 / 360.0 - inv2 * (1.0 / 1260.0 - inv2 * (1.0 / 1680.0 - inv2 / 1188.0))));
+    (z - 0.5) * z.ln() - z + 0.5 * (2.0 * std::f64::consts::PI).ln() + series - shift
+}
+
+/// A change of one mean against another (the baseline, or A).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Change {
+    /// (mean - base) / base in percent; `None` when the base mean is 0.
+    pub percent: Option<f64>,
+    /// Welch's two-sided p-value over the repetitions; `None` where the
+    /// test cannot run (fewer than 2 repetitions, or no variance at all).
+    pub p: Option<f64>,
+    /// Whether a larger value is better, so a sign can be read as better
+    /// or worse.
+    pub higher_is_better: bool,
+}
+
+impl Change {
+    /// Compares `new` with `base` (the summaries of `new_values` and
+    /// `base_values`). Rates are tested on their reciprocals (time per
+    /// operation), the scale on which their harmonic mean is an average.
+    fn between(
+        base: &Summary,
+        base_values: &[f64],
+        new: &Summary,
+        new_values: &[f64],
+        higher_is_better: bool,
+    ) -> Change {
+        let percent = (base.mean != 0.0).then(|| (new.mean - base.mean) / base.mean * 100.0);
+        let p = if higher_is_better {
+            let inv = |v: &[f64]| v.iter().map(|x| 1.0 / x).collect::<Vec<_>>();
+            welch_p(&inv(base_values), &inv(new_values))
+        } else {
+            welch_p(base_values, new_values)
+        };
+        Change {
+            percent,
+            p,
+            higher_is_better,
+        }
+    }
+
+    /// Whether Welch's p is below [`ALPHA`].
+    pub fn significant(&self) -> bool {
+        self.p.is_some_and(|p| p < ALPHA)
+    }
+
+    /// `better`, `worse` or `same` (a change that rounds to 0.0%).
+    pub fn verdict(&self) -> &'static str {
+        match self.percent {
+            Some(p) if p.abs() >= 0.05 => {
+                if (p > 0.0) == self.higher_is_better {
+                    "better"
+                } else {
+                    "worse"
+                }
+            }
+            Some(_) => "same",
+            None => "n/a",
+        }
+    }
+
+    /// `+5.3%* better`: the change, the significance mark, the verdict.
+    fn text(&self) -> String {
+        let mark = if self.significant() { "*" } else { "" };
+        match self.percent {
+            Some(p) => format!("{p:+.1}%{mark} {}", self.verdict()),
+            None => format!("n/a{mark} (base is 0)"),
+        }
+    }
+}
+
+/// One cell of a [`WorkloadTable`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cell {
+    /// No sample on this side: printed `-`, never as 0.
+    Missing,
+    /// Samples exist but have no mean (a rate of 0 or below): `n/a`.
+    Unusable,
+    /// A mean and its spread (the baseline column, or A and B).
+    Mean(Summary),
+    /// A mean and its change against the row's baseline.
+    MeanVs(Summary, Change),
+    /// Only the change (the `B vs A` column of a comparison).
+    Diff(Change),
+    /// Only the test's p-value (the significance column of a comparison).
+    Test(Change),
+}
+
+impl Cell {
+    /// The change this cell reports, if any.
+    fn change(&self) -> Option<&Change> {
+        match self {
+            Cell::MeanVs(_, c) | Cell::Diff(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The cell as text.
+    fn text(&self) -> String {
+        match self {
+            Cell::Missing => "-".to_string(),
+            Cell::Unusable => "n/a".to_string(),
+            Cell::Mean(s) => mean_text(s),
+            Cell::MeanVs(s, c) => format!("{} {}", mean_text(s), c.text()),
+            Cell::Diff(c) => c.text(),
+            Cell::Test(c) => match c.p {
+                None => "no test".to_string(),
+                Some(p) => {
+                    let mark = if c.significant() { " *" } else { "" };
+                    if p < 0.001 {
+                        format!("p<0.001{mark}")
+                    } else {
+                        format!("p={p:.3}{mark}")
+                    }
+                }
+            },
+        }
+    }
+
+    /// The summary the cell shows, if any.
+    fn summary(&self) -> Option<&Summary> {
+        match self {
+            Cell::Mean(s) | Cell::MeanVs(s, _) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+/// `12345 ±1.2%`: the mean with enough digits to compare and its standard
+/// deviation as a percentage of the mean (left out for a single value).
+fn mean_text(s: &Summary) -> String {
+    let value = format_number(s.mean);
+    if s.n >= 2 && s.mean != 0.0 {
+        format!("{value} ±{:.1}%", s.stddev / s.mean.abs() * 100.0)
+    } else {
+        value
+    }
+}
+
+/// Three significant digits or more, never scientific notation.
+fn format_number(v: f64) -> String {
+    let a = v.abs();
+    let decimals = if a >= 100.0 || a == 0.0 {
+        0
+    } else {
+        // 2 - floor(log10 a) decimals: three significant digits.
+        (2 - a.log10().floor() as i32).clamp(1, 12) as usize
+    };
+    format!("{v:.decimals$}")
+}
+
+/// One row of a [`WorkloadTable`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// The row's key columns: metric, mean kind, threads (and config in a
+    /// comparison of two result sets).
+    pub labels: Vec<String>,
+    /// One cell per value column.
+    pub cells: Vec<Cell>,
+}
+
+/// The comparison table of one workload, with everything needed to render
+/// it as text or Markdown.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkloadTable {
+    /// The workload, e.g. `brk1`.
+    pub workload: String,
+    /// Column headers: the label columns, then the value columns.
+    pub header: Vec<String>,
+    /// The rows, in first-seen metric order and ascending threads.
+    pub rows: Vec<Row>,
+    /// Lines explaining how to read the table.
+    pub legend: Vec<String>,
+}
+
+/// The identity of a row's figure within a workload.
+#[derive(Debug, Clone, PartialEq)]
+struct Metric<'s> {
+    name: &'s str,
+    unit: &'s str,
+    higher_is_better: bool,
+}
+
+impl Metric<'_> {
+    fn of<'s>(s: &'s Sample) -> Metric<'s> {
+        Metric {
+            name: &s.metric,
+            unit: &s.unit,
+            higher_is_better: s.higher_is_better,
+        }
+    }
+
+    /// `ops/s`, or `load n=1000 (ns/op)` where the metric is not its unit.
+    fn label(&self) -> String {
+        if self.name == self.unit {
+            self.name.to_string()
+        } else {
+            format!("{} ({})", self.name, self.unit)
+        }
+    }
+
+    fn mean_kind(&self) -> &'static str {
+        if self.higher_is_better {
+            "hmean"
+        } else {
+            "amean"
+        }
+    }
+}
+
+/// Pushes `item` unless present, keeping first-seen order.
+fn push_new<T: PartialEq>(list: &mut Vec<T>, item: T) {
+    if !list.contains(&item) {
+        list.push(item);
+    }
+}
+
+/// Workloads in first-seen order over `sets`.
+fn workloads<'s>(sets: &[&'s [Sample]]) -> Vec<&'s str> {
+    let mut out = Vec::new();
+    for s in sets.iter().flat_map(|set| set.iter()) {
+        push_new(&mut out, s.workload.as_str());
+    }
+    out
+}
+
+/// Row keys (metric, threads) of `workload` over `sets`: metrics in
+/// first-seen order, threads ascending within a metric.
+fn row_keys<'s>(sets: &[&'s [Sample]], workload: &str) -> Vec<(Metric<'s>, usize)> {
+    let mut metrics: Vec<Metric<'s>> = Vec::new();
+    let mut keys: Vec<(Metric<'s>, usize)> = Vec::new();
+    for s in sets
+        .iter()
+        .flat_map(|set| set.iter())
+        .filter(|s| s.workload == workload)
+    {
+        push_new(&mut metrics, Metric::of(s));
+        push_new(&mut keys, (Metric::of(s), s.threads));
+    }
+    let rank = |m: &Metric<'_>| metrics.iter().position(|x| x == m).unwrap_or(usize::MAX);
+    keys.sort_by_key(|(m, t)| (rank(m), *t));
+    keys
+}
+
+/// The values of one cell.
+fn values(
+    set: &[Sample],
+    workload: &str,
+    metric: &Metric<'_>,
+    threads: usize,
+    config: &str,
+) -> Vec<f64> {
+    set.iter()
+        .filter(|s| {
+            s.workload == workload
+                && s.threads == threads
+                && s.config == config
+                && Metric::of(s) == *metric
+        })
+        .map(|s| s.value)
+        .collect()
+}
+
+/// Legend lines shared by both kinds of table.
+fn common_legend(rows: &[Row]) -> Vec<String> {
+    let mut legend = vec![
+        "mean: hmean = harmonic mean (rates, higher is better), amean = arithmetic mean \
+         (times and sizes, lower is better); ± = sample standard deviation as % of the mean"
+            .to_string(),
+    ];
+    let ns: Vec<usize> = rows
+        .iter()
+        .flat_map(|r| r.cells.iter().filter_map(Cell::summary).map(|s| s.n))
+        .collect();
+    if let (Some(lo), Some(hi)) = (ns.iter().min(), ns.iter().max()) {
+        legend.push(if lo == hi {
+            format!("n = {lo} repetitions per cell")
+        } else {
+            format!("n = {lo} to {hi} repetitions per cell")
+        });
+    }
+    legend.push(format!(
+        "* = significant by Welch's t-test at p < {ALPHA} over the repetitions \
+         (rates tested as time per operation); - = not measured; n/a = no mean \
+         (a rate of 0 or below)"
+    ));
+    legend
+}
+
+/// Tables of a set of samples: per workload, rows = (metric, threads),
+/// columns = configurations in first-seen order; the first column is the
+/// baseline; every other cell shows mean and % difference vs the baseline,
+/// with a mark (`*`) where Welch's p < [`ALPHA`], and a word that says
+/// better/worse given `higher_is_better`.
+pub fn suite_tables(samples: &[Sample]) -> Vec<WorkloadTable> {
+    let sets = [samples];
+    workloads(&sets)
+        .into_iter()
+        .map(|workload| {
+            let mut configs: Vec<&str> = Vec::new();
+            for s in samples.iter().filter(|s| s.workload == workload) {
+                push_new(&mut configs, s.config.as_str());
+            }
+            let rows: Vec<Row> = row_keys(&sets, workload)
+                .into_iter()
+                .map(|(metric, threads)| {
+                    let hib = metric.higher_is_better;
+                    let cols: Vec<Vec<f64>> = configs
+                        .iter()
+                        .map(|c| values(samples, workload, &metric, threads, c))
+                        .collect();
+                    let base = summarize(&cols[0], hib);
+                    let cells = cols
+                        .iter()
+                        .enumerate()
+                        .map(|(i, v)| match (v.is_empty(), summarize(v, hib)) {
+                            (true, _) => Cell::Missing,
+                            (false, None) => Cell::Unusable,
+                            (false, Some(s)) => match (i, &base) {
+                                (0, _) | (_, None) => Cell::Mean(s),
+                                (_, Some(b)) => {
+                                    Cell::MeanVs(s, Change::between(b, &cols[0], &s, v, hib))
+                                }
+                            },
+                        })
+                        .collect();
+                    Row {
+                        labels: vec![
+                            metric.label(),
+                            metric.mean_kind().to_string(),
+                            threads.to_string(),
+                        ],
+                        cells,
+                    }
+                })
+                .collect();
+            let mut header: Vec<String> = ["metric", "mean", "threads"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            header.extend(configs.iter().enumerate().map(|(i, c)| {
+                if i == 0 {
+                    format!("{c} (baseline)")
+                } else {
+                    c.to_string()
+                }
+            }));
+            let mut legend = common_legend(&rows);
+            legend.insert(
+                1,
+                format!(
+                    "% = change of the mean against the baseline column ({}); \
+                     better/worse given the row's direction",
+                    configs[0]
+                ),
+            );
+            WorkloadTable {
+                workload: workload.to_string(),
+                header,
+                rows,
+                legend,
+            }
+        })
+        .collect()
+}
+
+/// The same table from two result sets: per workload, rows = (metric,
+/// threads, config), columns A, B, % diff B vs A, significance.
+pub fn compare_tables(a: &[Sample], b: &[Sample]) -> Vec<WorkloadTable> {
+    let sets = [a, b];
+    workloads(&sets)
+        .into_iter()
+        .map(|workload| {
+            let mut configs: Vec<&str> = Vec::new();
+            for s in a.iter().chain(b).filter(|s| s.workload == workload) {
+                push_new(&mut configs, s.config.as_str());
+            }
+            let mut rows = Vec::new();
+            for (metric, threads) in row_keys(&sets, workload) {
+                let hib = metric.higher_is_better;
+                for config in &configs {
+                    let va = values(a, workload, &metric, threads, config);
+                    let vb = values(b, workload, &metric, threads, config);
+                    if va.is_empty() && vb.is_empty() {
+                        continue;
+                    }
+                    let side = |v: &[f64]| match (v.is_empty(), summarize(v, hib)) {
+                        (true, _) => Cell::Missing,
+                        (false, None) => Cell::Unusable,
+                        (false, Some(s)) => Cell::Mean(s),
+                    };
+                    let (ca, cb) = (side(&va), side(&vb));
+                    let (diff, test) = match (ca.summary(), cb.summary()) {
+                        (Some(sa), Some(sb)) => {
+                            let c = Change::between(sa, &va, sb, &vb, hib);
+                            (Cell::Diff(c), Cell::Test(c))
+                        }
+                        _ => (Cell::Missing, Cell::Missing),
+                    };
+                    rows.push(Row {
+                        labels: vec![
+                            metric.label(),
+                            metric.mean_kind().to_string(),
+                            threads.to_string(),
+                            config.to_string(),
+                        ],
+                        cells: vec![ca, cb, diff, test],
+                    });
+                }
+            }
+            let header = [
+                "metric", "mean", "threads", "config", "A", "B", "B vs A", "p",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            let mut legend = common_legend(&rows);
+            legend.insert(
+                1,
+                "B vs A = change of B's mean against A's; better/worse given the row's \
+                 direction; p = Welch's two-sided p-value (no test: fewer than 2 \
+                 repetitions, or no spread on either side)"
+                    .to_string(),
+            );
+            WorkloadTable {
+                workload: workload.to_string(),
+                header,
+                rows,
+                legend,
+            }
+        })
+        .collect()
+}
+
+/// The tables as text: per workload a heading, a comfy-table and its legend.
+pub fn render_text(tables: &[WorkloadTable]) -> String {
+    let mut out = String::new();
+    for t in tables {
+        let mut table = Table::new();
+        table.load_preset(UTF8_FULL_CONDENSED);
+        table.set_header(t.header.clone());
+        for row in &t.rows {
+            let mut line = row.labels.clone();
+            line.extend(row.cells.iter().map(Cell::text));
+            table.add_row(line);
+        }
+        let labels = t.rows.first().map_or(0, |r| r.labels.len());
+        for column in table.column_iter_mut().skip(labels) {
+            column.set_cell_alignment(CellAlignment::Right);
+        }
+        out.push_str(&format!("{}\n{table}\n", t.workload));
+        for line in &t.legend {
+            out.push_str(&format!("  {line}\n"));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Escapes what GitHub Markdown would otherwise read inside a table cell.
+fn md_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for ch in text.chars() {
+        if matches!(ch, '|' | '*' | '_' | '\\' | '`') {
+            out.push('\\');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// The tables as GitHub Markdown: per workload a heading, a table whose
+/// value columns are right-aligned, and the legend as a list.
+pub fn render_markdown(tables: &[WorkloadTable]) -> String {
+    let mut out = String::new();
+    for t in tables {
+        out.push_str(&format!("### {}\n\n", md_escape(&t.workload)));
+        let cells: Vec<String> = t.header.iter().map(|h| md_escape(h)).collect();
+        out.push_str(&format!("| {} |\n", cells.join(" | ")));
+        let labels = t.rows.first().map_or(0, |r| r.labels.len());
+        let align: Vec<&str> = (0..t.header.len())
+            .map(|i| if i < labels { ":---" } else { "---:" })
+            .collect();
+        out.push_str(&format!("|{}|\n", align.join("|")));
+        for row in &t.rows {
+            let cells: Vec<String> = row
+                .labels
+                .iter()
+                .cloned()
+                .chain(row.cells.iter().map(Cell::text))
+                .map(|c| md_escape(&c))
+                .collect();
+            out.push_str(&format!("| {} |\n", cells.join(" | ")));
+        }
+        out.push('\n');
+        for line in &t.legend {
+            out.push_str(&format!("- {}\n", md_escape(line)));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// How many rows have a significant difference, and how many rows compare
+/// anything at all (a row with only the baseline, or with one side
+/// missing, has no difference to test and is not counted).
+pub fn significant_rows(tables: &[WorkloadTable]) -> (usize, usize) {
+    let mut significant = 0;
+    let mut total = 0;
+    for row in tables.iter().flat_map(|t| &t.rows) {
+        let changes: Vec<&Change> = row.cells.iter().filter_map(Cell::change).collect();
+        if !changes.is_empty() {
+            total += 1;
+            if changes.iter().any(|c| c.significant()) {
+                significant += 1;
+            }
+        }
+    }
+    (significant, total)
+}
+
+/// Why two runs cannot be compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Incomparable {
+    /// No figure is in both runs (same workload, metric, unit, threads and
+    /// configuration).
+    NoCommonFigure,
+    /// This many figures are in both runs, but none has a mean on both
+    /// sides: no mean exists where a value is 0 or below.
+    NoMean(usize),
+}
+
+impl fmt::Display for Incomparable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Incomparable::NoCommonFigure => f.write_str(
+                "no figure in common (same workload, metric, unit, threads and configuration)",
+            ),
+            Incomparable::NoMean(n) => write!(
+                f,
+                "{n} figure{} in common, but none can be compared: no mean exists where a \
+                 value is 0 or below (a rate of 0 means nothing was measured)",
+                if *n == 1 { "" } else { "s" }
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Incomparable {}
+
+/// Run B's figures against run A's: the tables of [`compare_tables`],
+/// refused when no row can be compared.
+///
+/// ```
+/// use vmresults::{compare, Sample};
+/// let sample = |config: &str, rep, value| Sample {
+///     workload: "brk1".into(),
+///     metric: "ops/s".into(),
+///     unit: "ops/s".into(),
+///     higher_is_better: true,
+///     config: config.into(),
+///     threads: 1,
+///     rep,
+///     value,
+/// };
+/// let a = [sample("maple", 0, 100.0), sample("maple", 1, 102.0)];
+/// let b = [sample("maple", 0, 150.0), sample("maple", 1, 151.0)];
+/// let tables = compare::compare(&a, &b).unwrap();
+/// assert_eq!(compare::significant_rows(&tables), (1, 1));
+/// let other = [sample("legacy", 0, 1.0)];
+/// assert_eq!(compare::compare(&a, &other).unwrap_err(), compare::Incomparable::NoCommonFigure);
+/// ```
+pub fn compare(a: &[Sample], b: &[Sample]) -> Result<Vec<WorkloadTable>, Incomparable> {
+    let tables = compare_tables(a, b);
+    let (_, total) = significant_rows(&tables);
+    if total > 0 {
+        return Ok(tables);
+    }
+    // Figures both runs have, of which at least one side has no mean.
+    let unusable = tables
+        .iter()
+        .flat_map(|t| &t.rows)
+        .filter(|r| {
+            let present = |c: &Cell| !matches!(c, Cell::Missing);
+            present(&r.cells[0]) && present(&r.cells[1])
+        })
+        .count();
+    Err(if unusable > 0 {
+        Incomparable::NoMean(unusable)
+    } else {
+        Incomparable::NoCommonFigure
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: f64, b: f64, tol: f64) -> bool {
+        (a - b).abs() <= tol
+    }
+
+    fn sample(workload: &str, config: &str, threads: usize, rep: usize, value: f64) -> Sample {
+        Sample {
+            workload: workload.into(),
+            metric: "ops/s".into(),
+            unit: "ops/s".into(),
+            higher_is_better: true,
+            config: config.into(),
+            threads,
+            rep,
+            value,
+        }
+    }
+
+    /// Five repetitions of `config` around `centre`, with a fixed ±2%
+    /// pattern so that tests are deterministic.
+    fn reps(workload: &str, config: &str, threads: usize, centre: f64) -> Vec<Sample> {
+        [1.0, 1.02, 0.98, 1.01, 0.99]
+            .iter()
+            .enumerate()
+            .map(|(i, f)| sample(workload, config, threads, i, centre * f))
+            .collect()
+    }
+
+    #[test]
+    fn means_are_harmonic_for_rates_and_arithmetic_for_times() {
+        let rate = summarize(&[1.0, 2.0, 4.0], true).unwrap();
+        assert!(close(rate.mean, 3.0 / 1.75, 1e-12), "{rate:?}");
+        assert_eq!(rate.n, 3);
+        let time = summarize(&[1.0, 2.0, 4.0], false).unwrap();
+        assert!(close(time.mean, 7.0 / 3.0, 1e-12));
+        // Sample standard deviation (n - 1): of 1, 2, 4 it is sqrt(7/3).
+        assert!(close(time.stddev, (7.0f64 / 3.0).sqrt(), 1e-12));
+        assert_eq!(rate.stddev, time.stddev);
+        let one = summarize(&[5.0], false).unwrap();
+        assert_eq!((one.mean, one.stddev, one.n), (5.0, 0.0, 1));
+        assert_eq!(summarize(&[], false), None);
+        assert_eq!(summarize(&[1.0, 0.0], true), None);
+        assert_eq!(summarize(&[1.0, -2.0], true), None);
+        assert!(summarize(&[1.0, -2.0], false).is_some());
+        assert_eq!(summarize(&[f64::NAN], false), None);
+    }
+
+    #[test]
+    fn ln_gamma_matches_known_values() {
+        let pi = std::f64::consts::PI;
+        assert!(close(ln_gamma(0.5), pi.sqrt().ln(), 1e-13));
+        assert!(close(ln_gamma(1.0), 0.0, 1e-13));
+        assert!(close(ln_gamma(5.0), 24f64.ln(), 1e-13));
+        assert!(close(ln_gamma(3.5), (15.0 / 8.0 * pi.sqrt()).ln(), 1e-13));
+        assert!(close(
+            ln_gamma(30.0),
+            (1..30).map(|k| f64::from(k).ln()).sum(),
+            1e-11
+        ));
+    }
+
+    #[test]
+    fn t_distribution_matches_known_values() {
+        // Closed forms: df = 1 is Cauchy, df = 2 has p = 1 - t/sqrt(2+t²).
+        for t in [0.1, 1.0, 3.0, 20.0] {
+            let cauchy = 1.0 - 2.0 / std::f64::consts::PI * f64::atan(t);
+            assert!(close(t_two_sided_p(t, 1.0), cauchy, 1e-12), "t={t}");
+            let df2 = 1.0 - t / (2.0 + t * t).sqrt();
+            assert!(close(t_two_sided_p(t, 2.0), df2, 1e-12), "t={t}");
+        }
+        // Tables, and Simpson integration of the density for fractional df.
+        assert!(close(t_two_sided_p(2.0, 10.0), 0.073_388_034_8, 1e-9));
+        assert!(close(t_two_sided_p(2.228_138_85, 10.0), 0.05, 1e-8));
+        assert!(close(t_two_sided_p(3.5, 4.2), 0.022_993_742_5, 1e-9));
+        assert!(close(t_two_sided_p(0.5, 7.5), 0.631_410_964_6, 1e-9));
+        assert!(close(t_two_sided_p(5.0, 2.5), 0.023_451_190_0, 1e-9));
+        // Large df tends to the normal: |z| = 1.959964 gives 0.05.
+        assert!(close(t_two_sided_p(1.959_964, 1e7), 0.05, 1e-6));
+        assert_eq!(t_two_sided_p(0.0, 3.0), 1.0);
+        assert_eq!(t_two_sided_p(-2.0, 10.0), t_two_sided_p(2.0, 10.0));
+    }
+
+    #[test]
+    fn welch_p_matches_a_hand_computed_case() {
+        // a: mean 2, var 1; b: mean 4, var 4; se² = 1/3 + 4/3 = 5/3,
+        // t = -2/sqrt(5/3), df = (5/3)² / ((1/3)²/2 + (4/3)²/2) = 50/17.
+        let a = [1.0, 2.0, 3.0];
+        let b = [2.0, 4.0, 6.0];
+        let p = welch_p(&a, &b).unwrap();
+        let expect = t_two_sided_p(2.0 / (5.0f64 / 3.0).sqrt(), 50.0 / 17.0);
+        assert!(close(p, expect, 1e-12), "{p} vs {expect}");
+        assert!(p > 0.1 && p < 0.3, "{p}");
+        assert_eq!(welch_p(&b, &a), Some(p));
+        assert_eq!(welch_p(&[1.0], &b), None);
+        assert_eq!(welch_p(&[2.0, 2.0], &[3.0, 3.0]), None);
+        // One side constant is still a test.
+        assert!(welch_p(&[2.0, 2.0, 2.0], &b).is_some());
+        assert!(welch_p(&a, &a).unwrap() > 0.999);
+    }
+
+    #[test]
+    fn suite_table_has_baseline_first_and_marks_a_clear_slowdown() {
+        let mut samples = reps("brk1", "maple", 1, 1000.0);
+        samples.extend(reps("brk1", "legacy", 1, 500.0)); // 2x slower rate
+        samples.extend(reps("brk1", "same", 1, 1000.0));
+        samples.extend(reps("brk1", "maple", 2, 1800.0));
+        let tables = suite_tables(&samples);
+        assert_eq!(tables.len(), 1);
+        let t = &tables[0];
+        assert_eq!(t.header[3], "maple (baseline)");
+        assert_eq!(&t.header[4..], ["legacy", "same"]);
+        assert_eq!(t.rows.len(), 2);
+        assert_eq!(t.rows[0].labels, ["ops/s", "hmean", "1"]);
+        assert!(matches!(t.rows[0].cells[0], Cell::Mean(_)));
+        let Cell::MeanVs(_, slow) = t.rows[0].cells[1] else {
+            panic!("{:?}", t.rows[0].cells[1]);
+        };
+        assert!(close(slow.percent.unwrap(), -50.0, 0.5), "{slow:?}");
+        assert!(slow.significant());
+        assert_eq!(slow.verdict(), "worse");
+        let Cell::MeanVs(_, same) = t.rows[0].cells[2] else {
+            panic!("{:?}", t.rows[0].cells[2]);
+        };
+        assert!(!same.significant() && same.verdict() == "same", "{same:?}");
+        // Threads 2 was measured for the baseline only.
+        assert_eq!(t.rows[1].cells[1], Cell::Missing);
+        assert_eq!(significant_rows(&tables), (1, 1));
+        let text = render_text(&tables);
+        assert!(text.contains("-50.0%* worse"), "{text}");
+        assert!(text.contains("+0.0% same"), "{text}");
+        assert!(text.contains("n = 5 repetitions per cell"), "{text}");
+        assert!(text.contains("Welch's t-test at p < 0.05"), "{text}");
+    }
+
+    #[test]
+    fn lower_is_better_reads_a_drop_as_better() {
+        let time = |config: &str, v: f64| {
+            let mut s: Vec<Sample> = reps("tree", config, 1, v);
+            for x in &mut s {
+                x.metric = "load n=1000".into();
+                x.unit = "ns/op".into();
+                x.higher_is_better = false;
+            }
+            s
+        };
+        let mut samples = time("maple", 100.0);
+        samples.extend(time("btreemap", 50.0));
+        let tables = suite_tables(&samples);
+        assert_eq!(
+            tables[0].rows[0].labels[..2],
+            ["load n=1000 (ns/op)", "amean"]
+        );
+        let text = render_text(&tables);
+        assert!(text.contains("-50.0%* better"), "{text}");
+    }
+
+    #[test]
+    fn a_rate_of_zero_is_not_a_mean() {
+        let mut samples = reps("mmap1", "a", 1, 10.0);
+        samples.push(sample("mmap1", "b", 1, 0, 0.0));
+        let tables = suite_tables(&samples);
+        assert_eq!(tables[0].rows[0].cells[1], Cell::Unusable);
+        assert_eq!(significant_rows(&tables), (0, 0));
+        assert!(render_text(&tables).contains("n/a"));
+    }
+
+    #[test]
+    fn comparison_of_two_sets_marks_only_what_changed() {
+        let mut a = reps("brk1", "maple", 1, 1000.0);
+        a.extend(reps("brk1", "legacy", 1, 700.0));
+        a.extend(reps("execl", "maple", 2, 50.0));
+        let mut b = reps("brk1", "maple", 1, 1000.0);
+        b.extend(reps("brk1", "legacy", 1, 350.0));
+        b.extend(reps("execl", "maple", 4, 50.0)); // not in A
+        let tables = compare_tables(&a, &b);
+        assert_eq!(tables.len(), 2);
+        assert_eq!(
+            tables[0].header,
+            ["metric", "mean", "threads", "config", "A", "B", "B vs A", "p"]
+        );
+        let rows = &tables[0].rows;
+        assert_eq!(rows[0].labels[3], "maple");
+        assert_eq!(rows[1].labels[3], "legacy");
+        assert!(!rows[0].cells[2].change().unwrap().significant());
+        assert!(rows[1].cells[2].change().unwrap().significant());
+        assert!(
+            rows[1].cells[3].text().ends_with(" *"),
+            "{:?}",
+            rows[1].cells[3]
+        );
+        // execl: threads 2 only in A, threads 4 only in B.
+        let execl = &tables[1].rows;
+        assert_eq!(execl.len(), 2);
+        assert_eq!(execl[0].cells[1], Cell::Missing);
+        assert_eq!(execl[1].cells[0], Cell::Missing);
+        assert_eq!(execl[1].cells[2].text(), "-");
+        assert_eq!(significant_rows(&tables), (1, 2));
+        assert_eq!(significant_rows(&compare_tables(&a, &a)), (0, 3));
+    }
+
+    #[test]
+    fn markdown_is_a_github_table_per_workload() {
+        let mut samples = reps("brk1", "maple", 1, 1000.0);
+        samples.extend(reps("brk1", "rule|off", 1, 400.0));
+        samples.extend(reps("mmap1", "maple", 1, 10.0));
+        let md = render_markdown(&suite_tables(&samples));
+        let lines: Vec<&str> = md.lines().collect();
+        assert_eq!(lines[0], "### brk1");
+        assert_eq!(
+            lines[2],
+            "| metric | mean | threads | maple (baseline) | rule\\|off |"
+        );
+        assert_eq!(lines[3], "|:---|:---|:---|---:|---:|");
+        let row = lines[4];
+        assert!(row.starts_with("| ops/s | hmean | 1 | 1000 ±"), "{row}");
+        assert!(row.contains("-60.0%\\* worse"), "{row}");
+        // Every table line has as many columns as the header.
+        let cols = |l: &str| l.matches(" | ").count();
+        assert_eq!(cols(lines[4]), cols(lines[2]));
+        assert!(lines.iter().any(|l| l.starts_with("- \\* = significant")));
+        assert!(md.contains("### mmap1"));
+    }
+
+    #[test]
+    fn numbers_keep_three_significant_digits() {
+        assert_eq!(format_number(123456.7), "123457");
+        assert_eq!(format_number(12.345), "12.3");
+        assert_eq!(format_number(1.2345), "1.23");
+        assert_eq!(format_number(0.012345), "0.0123");
+        assert_eq!(format_number(0.0), "0");
+    }
+}

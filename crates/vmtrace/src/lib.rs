@@ -1,0 +1,43 @@
+//! `vmtrace`: an strace for address spaces, checked against a model.
+//!
+//! [`record`] runs a command under a native `ptrace` tracer with
+//! address-space randomisation off and returns a [`Trace`]: each address
+//! space's map when it starts (at exec, before the first system call),
+//! every `mmap`/`munmap`/`mprotect`/`mremap`/`brk` with its arguments and
+//! result, forks, the hidden state the model needs (which VMAs got an
+//! anon_vma from a write fault, how far stacks grew), and each address
+//! space's final map. The file format is described in [`format`](mod@format).
+//!
+//! [`replay`] rebuilds each address space with [`mm::Mm::from_smaps`] (a
+//! forked one with [`mm::Mm::fork`]), replays every call in order and
+//! reports each result and each final-map line that differs from the
+//! kernel's. Traces are untrusted input: parsing never panics, and a
+//! replay stays within [`Limits`].
+//!
+//! ```
+//! let text = std::fs::read_to_string(concat!(
+//!     env!("CARGO_MANIFEST_DIR"),
+//!     "/../vmbench/tests/fixtures/sh-pipeline.json"
+//! ))
+//! .unwrap();
+//! let trace = vmtrace::Trace::parse(&text).unwrap();
+//! let outcome = vmtrace::replay(&trace, mm::IndexKind::Maple, &vmtrace::Limits::default()).unwrap();
+//! assert!(outcome.diffs.is_empty(), "{:?}", outcome.diffs);
+//! println!("{} calls in {} address spaces", outcome.total_calls(), outcome.spaces);
+//! ```
+//!
+//! Dependencies: `libc` for the few ptrace and waitpid calls (one small
+//! module, [`record`]'s only `unsafe`), `serde`/`serde_json` for the
+//! format.
+
+#![deny(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod format;
+mod ptrace;
+mod record;
+mod replay;
+
+pub use format::Trace;
+pub use record::record;
+pub use replay::{replay, LimitExceeded, Limits, Outcome};
