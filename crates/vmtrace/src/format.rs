@@ -383,8 +383,11 @@ impl Trace {
     /// assert!(e.starts_with("not a valid trace"), "{e}");
     /// ```
     pub fn parse(text: &str) -> Result<Trace, String> {
-        let trace: Trace =
-            serde_json::from_str(text).map_err(|e| format!("not a valid trace: {e}"))?;
+        // serde quotes the offending text, which is the trace's own: its
+        // control characters are escaped so the error stays one line and
+        // cannot drive the terminal it is printed on.
+        let trace: Trace = serde_json::from_str(text)
+            .map_err(|e| format!("not a valid trace: {}", e.to_string().escape_debug()))?;
         if trace.format != FORMAT {
             return Err(format!("not a vmscale trace (format {:?})", trace.format));
         }
@@ -447,6 +450,16 @@ impl Trace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by the `trace_replay` fuzz target: serde quoted an unknown
+    /// event name with its newline and control characters into the error.
+    #[test]
+    fn parse_errors_are_one_line_and_hold_no_control_characters() {
+        let text = "{\"format\": \"vmscale-trace\", \"events\": [{\"ev\": \"a\\n\\u001b[31m\"}]}";
+        let e = Trace::parse(text).unwrap_err();
+        assert!(e.contains("unknown variant"), "{e}");
+        assert!(!e.chars().any(char::is_control), "{e:?}");
+    }
 
     #[test]
     fn results_round_trip() {

@@ -32,6 +32,8 @@ pub struct Outcome {
     /// Address spaces built (one per exec, one per fork).
     pub spaces: usize,
     /// Every difference, one message each (a message may span lines).
+    /// Here and in `notes` and `model_maps`, control characters other
+    /// than newlines (which a trace could carry in a name) are escaped.
     pub diffs: Vec<String>,
     /// Things worth knowing that are not differences (calls the model
     /// does not implement).
@@ -375,6 +377,26 @@ pub fn replay(trace: &Trace, index: IndexKind, limits: &Limits) -> Result<Outcom
             out.diffs.push(format!(
                 "final map of space {id} (pid {pid}, event {i}) differs (- kernel, + model):\n{d}"
             ));
+        }
+    }
+    // Messages quote the trace (map lines, file names, call names): a
+    // hostile one must not reach a terminal's escape sequences.
+    for text in out
+        .diffs
+        .iter_mut()
+        .chain(&mut out.notes)
+        .chain(out.model_maps.iter_mut().map(|(_, m)| m))
+    {
+        if text.chars().any(|c| c.is_control() && c != '\n') {
+            let mut clean = String::with_capacity(text.len());
+            for c in text.chars() {
+                if c.is_control() && c != '\n' {
+                    clean.extend(c.escape_default());
+                } else {
+                    clean.push(c);
+                }
+            }
+            *text = clean;
         }
     }
     Ok(out)

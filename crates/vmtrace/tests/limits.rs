@@ -116,3 +116,19 @@ fn the_fixture_replays_within_the_default_limits() {
     assert!(outcome.diffs.is_empty(), "{:?}", outcome.diffs);
     assert!(outcome.unfinished.is_empty() && outcome.finals > 0);
 }
+
+/// A trace's names reach the report escaped: a hostile trace cannot send
+/// terminal escape sequences through `vmbench replay`.
+#[test]
+fn control_characters_in_a_trace_are_escaped_in_the_report() {
+    let mut trace: Value = serde_json::from_str(LS).unwrap();
+    let root = ls_space();
+    trace["events"].as_array_mut().unwrap().push(json!({
+        "ev": "other", "space": root, "pid": 1, "name": "evil\u{1b}[2J\u{7}", "args": [], "ret": "0x0"
+    }));
+    let trace = Trace::parse(&trace.to_string()).unwrap();
+    let outcome = vmtrace::replay(&trace, IndexKind::Maple, &Limits::default()).unwrap();
+    let note = outcome.notes.iter().find(|n| n.contains("evil")).unwrap();
+    assert!(!note.chars().any(char::is_control), "{note:?}");
+    assert!(note.contains("evil\\u{1b}[2J\\u{7}"), "{note}");
+}
