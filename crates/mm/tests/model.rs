@@ -358,6 +358,50 @@ fn exec_maps_an_image() {
     mm.validate().unwrap();
 }
 
+/// A segment whose address, file end or memory end wraps past 2^64 is
+/// refused with EINVAL (it used to overflow: a panic in debug builds, a
+/// wrapped mapping in release). Found by the `mm_calls` fuzz target.
+#[test]
+fn exec_refuses_segments_whose_addresses_wrap() {
+    use mm::{File, Image, Segment};
+    use std::sync::Arc;
+    let exe = File::new("/usr/bin/prog", 1 << 20);
+    let seg = |vaddr: u64, filesz: u64, memsz: u64| Segment {
+        file: Arc::clone(&exe),
+        offset: 0,
+        vaddr,
+        filesz,
+        memsz,
+        prot: Prot::READ,
+    };
+    let cases = [
+        (seg(0x400000, u64::MAX, u64::MAX), false),
+        (seg(0x400000, 0x1000, u64::MAX - 0x1000), false),
+        (seg(u64::MAX - 0x800, 0x1000, 0x1000), false),
+        // The interpreter's span (vaddr + memsz) and its placement.
+        (seg(u64::MAX - 0x800, 0x1000, 0x1000), true),
+        (seg(0x1000, 0x1000, u64::MAX), true),
+    ];
+    for (s, interp) in cases {
+        let mm = Mm::new(MmConfig::default());
+        let image = if interp {
+            Image {
+                interp: vec![s],
+                stack_size: PAGE,
+                ..Image::default()
+            }
+        } else {
+            Image {
+                segments: vec![s],
+                stack_size: PAGE,
+                ..Image::default()
+            }
+        };
+        assert_eq!(mm.exec(&image), Err(Errno::EINVAL));
+        mm.validate().unwrap();
+    }
+}
+
 #[test]
 fn max_map_count_refuses_splits() {
     let mm = Mm::new(config(IndexKind::Maple, 1));

@@ -136,9 +136,9 @@ impl Mm {
             let span = image
                 .interp
                 .iter()
-                .map(|s| s.vaddr + s.memsz)
-                .max()
-                .unwrap_or(0);
+                .map(|s| s.vaddr.checked_add(s.memsz))
+                .try_fold(0, |m, end| end.map(|e| e.max(m)))
+                .ok_or(Errno::EINVAL)?;
             let span = page_align(span).ok_or(Errno::EINVAL)?;
             let private = MapFlags::PRIVATE;
             let base = st.do_mmap(self, 0, span, first.prot, private, Some(&first.file), 0)?;
@@ -165,11 +165,18 @@ impl State {
     }
 
     /// Map one segment at `base`; returns the end of its memory image.
+    ///
+    /// A segment whose addresses wrap is refused with `EINVAL`, as the ELF
+    /// loader refuses one that does not fit below `TASK_SIZE`.
     fn map_segment(&mut self, mm: &Mm, base: u64, seg: &Segment) -> Result<u64, Errno> {
-        let start = (base + seg.vaddr) & !(PAGE_SIZE - 1);
-        let delta = (base + seg.vaddr) - start;
-        let file_end = page_align(base + seg.vaddr + seg.filesz).ok_or(Errno::EINVAL)?;
-        let mem_end = base + seg.vaddr + seg.memsz;
+        let vaddr = base.checked_add(seg.vaddr).ok_or(Errno::EINVAL)?;
+        let start = vaddr & !(PAGE_SIZE - 1);
+        let delta = vaddr - start;
+        let file_end = vaddr
+            .checked_add(seg.filesz)
+            .and_then(page_align)
+            .ok_or(Errno::EINVAL)?;
+        let mem_end = vaddr.checked_add(seg.memsz).ok_or(Errno::EINVAL)?;
         let fixed = MapFlags::PRIVATE | MapFlags::FIXED;
         if file_end > start {
             let off = seg.offset.checked_sub(delta).ok_or(Errno::EINVAL)?;
