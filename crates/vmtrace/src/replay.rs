@@ -62,7 +62,7 @@ impl Outcome {
 /// traces build at most seven address spaces of a few hundred VMAs). The
 /// costliest trace they admit (a 31-deep fork chain, then forks of its
 /// last space, each copying 330 anonymous VMAs, until the VMA limit)
-/// peaks at 680 MB and stops after 6 s (2-vCPU VM, docs/RESULTS.md "Issue
+/// peaks at 680 MB and stops after 6 to 7.5 s (2-vCPU VM, docs/RESULTS.md "Issue
 /// 15"); a trace with no fork costs the model at most `max_vmas` VMAs, and
 /// its time grows with its events times the VMAs each call covers.
 ///
