@@ -12,7 +12,6 @@ const LS: &str = include_str!("../../vmbench/tests/fixtures/ls.json");
 fn with_forks(forks: impl IntoIterator<Item = (u64, u64)>) -> Trace {
     let mut trace: Value = serde_json::from_str(LS).unwrap();
     let events = trace["events"].as_array_mut().unwrap();
-    // Fork from the last address space ls built: the one that ran ls.
     for (k, (parent, space)) in forks.into_iter().enumerate() {
         events.push(json!({"ev": "fork", "parent": parent, "space": space, "pid": 5000 + k}));
     }
@@ -77,21 +76,18 @@ fn more_address_spaces_than_the_limit_are_refused() {
 #[test]
 fn more_vmas_than_the_limit_are_refused_before_the_fork_copies_them() {
     let root = ls_space();
-    let plain = with_forks([]);
-    let vmas: usize = {
-        let o = vmtrace::replay(&plain, IndexKind::Maple, &Limits::default()).unwrap();
-        o.model_maps.iter().map(|(_, m)| m.lines().count()).sum()
-    };
+    // VMAs of every address space, and of the one the fork will copy.
+    let plain = vmtrace::replay(&with_forks([]), IndexKind::Maple, &Limits::default()).unwrap();
+    let count = |(_, maps): &(usize, String)| maps.lines().count();
+    let vmas: usize = plain.model_maps.iter().map(count).sum();
+    let ls_vmas = plain
+        .model_maps
+        .iter()
+        .find(|(s, _)| *s as u64 == root)
+        .map(count)
+        .unwrap();
     // The fork would double the VMAs of the ls address space: one VMA
-    // short of room for it.
-    let ls_vmas = {
-        let o = vmtrace::replay(&plain, IndexKind::Maple, &Limits::default()).unwrap();
-        o.model_maps
-            .iter()
-            .find(|(s, _)| *s as u64 == root)
-            .map(|(_, m)| m.lines().count())
-            .unwrap()
-    };
+    // short of room for it is refused, exactly room for it is not.
     let forked = with_forks([(root, 1000)]);
     let limits = Limits {
         max_vmas: vmas + ls_vmas - 1,
