@@ -8,7 +8,7 @@ use clap::Args;
 use vmresults::compare::{self, ALPHA};
 use vmresults::samples;
 
-use crate::tree_bench::BenchError;
+use vmlab::LabError as BenchError;
 
 /// Options of `vmbench compare`.
 #[derive(Debug, Args)]

@@ -10,8 +10,8 @@ use mm::IndexKind;
 use vmtrace::format::Event;
 use vmtrace::{Limits, Trace};
 
-use crate::output::OutputFile;
-use crate::tree_bench::BenchError;
+use vmlab::LabError as BenchError;
+use vmresults::output::OutputFile;
 
 /// Options of `vmbench record`.
 #[derive(Debug, clap::Args)]

@@ -28,6 +28,8 @@
 #![deny(missing_docs)]
 
 pub mod compare;
+pub mod output;
+pub mod plot;
 pub mod samples;
 
 pub use samples::{Machine, Sample};

@@ -29,7 +29,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::FontTransform;
 use resvg::{tiny_skia, usvg};
 
-use vmresults::{Machine, Sample};
+use crate::{Machine, Sample};
 
 /// Line colours, one per configuration in order of first appearance:
 /// eight that stay apart on white and for the common colour blindnesses.
@@ -320,7 +320,7 @@ impl Summary {
                     threads: chunk[0].0,
                     // The table's mean (harmonic for rates); a zero
                     // rate, which has none, plots at zero.
-                    mean: vmresults::compare::summarize(&v, harmonic).map_or(0.0, |s| s.mean),
+                    mean: crate::compare::summarize(&v, harmonic).map_or(0.0, |s| s.mean),
                     min: v.iter().copied().fold(f64::INFINITY, f64::min),
                     max: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
                     reps: v.len(),

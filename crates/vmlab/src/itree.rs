@@ -8,16 +8,14 @@
 //! validated, so a fast but wrong tree fails the run.
 
 use std::collections::BTreeMap;
-use std::io::{self, Write};
 use std::ops::ControlFlow;
 
-use clap::Args;
 use mm::itree::{Itree, ItreeKind};
 
-use crate::report::{self, Record, TableSpec};
+use crate::figure::{self, Record, TableSpec};
 use crate::rng::SplitMix64;
 use crate::timing::{median, timed, Sample};
-use crate::tree_bench::{parse_names, BenchError};
+use crate::LabError;
 
 /// Largest accepted tree size: far beyond any real i_mmap, small enough to
 /// build in seconds.
@@ -28,36 +26,6 @@ pub const MAX_SIZE: usize = 10_000_000;
 pub const DEFAULT_SIZES: [usize; 4] = [100, 1_000, 6_000, 50_000];
 /// Tree sizes with `--quick`.
 pub const QUICK_SIZES: [usize; 3] = [100, 1_000, 6_000];
-
-/// Options of `vmbench itree`.
-#[derive(Debug, Args)]
-pub struct ItreeArgs {
-    /// Tree sizes in intervals, comma separated (e.g. 100,6000,5e4).
-    /// [default: 100,1000,6000,50000; 100,1000,6000 with --quick]
-    #[arg(long, value_delimiter = ',', value_parser = crate::parse_count)]
-    sizes: Option<Vec<usize>>,
-
-    /// Samples per figure; the median is reported. [default: 7; 3 with --quick]
-    #[arg(long)]
-    repeat: Option<usize>,
-
-    /// Smaller sizes, fewer repetitions and shorter batches.
-    #[arg(long)]
-    quick: bool,
-
-    /// Operations to measure, comma separated (churn, query_page,
-    /// query_first). [default: all]
-    #[arg(long, value_delimiter = ',')]
-    ops: Option<Vec<String>>,
-
-    /// Print one JSON object per figure on stdout instead of a table.
-    #[arg(long)]
-    json: bool,
-
-    /// Seed of the workload's random choices.
-    #[arg(long, default_value_t = 0x17ee)]
-    seed: u64,
-}
 
 /// A measured operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -131,54 +99,26 @@ pub struct ItreeConfig {
 impl ItreeConfig {
     /// Rejects settings that would make the run meaningless, with a
     /// one-line reason.
-    pub fn validate(&self) -> Result<(), BenchError> {
+    pub fn validate(&self) -> Result<(), LabError> {
         if self.sizes.is_empty() {
-            return Err(BenchError("--sizes: at least one size is required".into()));
+            return Err(LabError("--sizes: at least one size is required".into()));
         }
         if let Some(&bad) = self.sizes.iter().find(|&&n| n == 0 || n > MAX_SIZE) {
-            return Err(BenchError(format!(
+            return Err(LabError(format!(
                 "--sizes: invalid size {bad} (must be between 1 and {MAX_SIZE})"
             )));
         }
-        if !(1..=crate::tree_bench::MAX_REPEAT).contains(&self.repeat) {
-            return Err(BenchError(format!(
+        if !(1..=crate::tree::MAX_REPEAT).contains(&self.repeat) {
+            return Err(LabError(format!(
                 "--repeat: {} is not a sample count (1 to {})",
                 self.repeat,
-                crate::tree_bench::MAX_REPEAT
+                crate::tree::MAX_REPEAT
             )));
         }
         if self.ops.is_empty() {
-            return Err(BenchError("--ops: at least one op is required".into()));
+            return Err(LabError("--ops: at least one op is required".into()));
         }
         Ok(())
-    }
-}
-
-impl ItreeArgs {
-    /// Resolves defaults (which depend on `--quick`) into a validated
-    /// configuration.
-    pub fn to_config(&self) -> Result<ItreeConfig, BenchError> {
-        let sizes: &[usize] = if self.quick {
-            &QUICK_SIZES
-        } else {
-            &DEFAULT_SIZES
-        };
-        let config = ItreeConfig {
-            sizes: self.sizes.clone().unwrap_or_else(|| sizes.to_vec()),
-            repeat: self.repeat.unwrap_or(if self.quick { 3 } else { 7 }),
-            ops: match &self.ops {
-                Some(names) => parse_names(names, &Op::ALL, Op::name, "op")?,
-                None => Op::ALL.to_vec(),
-            },
-            scale: if self.quick {
-                Scale::QUICK
-            } else {
-                Scale::FULL
-            },
-            seed: self.seed,
-        };
-        config.validate()?;
-        Ok(config)
     }
 }
 
@@ -238,26 +178,26 @@ impl Workload {
     }
 
     /// A tree of `kind` holding every entry, built in random order.
-    fn build(&mut self, kind: ItreeKind) -> Result<Itree<u64>, BenchError> {
+    fn build(&mut self, kind: ItreeKind) -> Result<Itree<u64>, LabError> {
         let mut order = self.entries.clone();
         self.rng.shuffle(&mut order);
         let mut tree = Itree::new(kind);
         for &(first, last, id) in &order {
             // A duplicate id would be a generator bug worth knowing about.
             tree.insert(first, last, id, id)
-                .map_err(|e| BenchError(format!("{kind}: building the tree: {e}")))?;
+                .map_err(|e| LabError(format!("{kind}: building the tree: {e}")))?;
         }
         check_tree(&tree, self.entries.len(), "build")?;
         Ok(tree)
     }
 }
 
-fn check_tree(tree: &Itree<u64>, len: usize, what: &str) -> Result<(), BenchError> {
+fn check_tree(tree: &Itree<u64>, len: usize, what: &str) -> Result<(), LabError> {
     let kind = tree.kind();
     tree.validate()
-        .map_err(|e| BenchError(format!("{kind} after {what}: invalid tree: {e}")))?;
+        .map_err(|e| LabError(format!("{kind} after {what}: invalid tree: {e}")))?;
     if tree.len() != len {
-        return Err(BenchError(format!(
+        return Err(LabError(format!(
             "{kind} after {what}: {} entries, expected {len}",
             tree.len()
         )));
@@ -340,7 +280,7 @@ struct Subject {
 /// The kinds take turns sample by sample, so a slow spell of the machine
 /// (other processes, frequency changes) hits both alike and the ratio
 /// stays fair.
-pub fn run(cfg: &ItreeConfig, sink: &mut dyn FnMut(Record)) -> Result<(), BenchError> {
+pub fn run(cfg: &ItreeConfig, sink: &mut dyn FnMut(Record)) -> Result<(), LabError> {
     cfg.validate()?;
     for &n in &cfg.sizes {
         let base = Workload::generate(n, cfg.seed ^ n as u64);
@@ -407,11 +347,7 @@ fn ops_per_s(ns_per_op: f64) -> f64 {
 
 /// One timed batch of `pairs` remove+insert pairs on `tree`, which keeps
 /// its size; the tree is validated afterwards (untimed).
-fn churn_sample(
-    w: &mut Workload,
-    tree: &mut Itree<u64>,
-    pairs: usize,
-) -> Result<Sample, BenchError> {
+fn churn_sample(w: &mut Workload, tree: &mut Itree<u64>, pairs: usize) -> Result<Sample, LabError> {
     let n = w.entries.len();
     let kind = tree.kind();
     // Victims and newcomers are drawn before timing, so the timed loop is
@@ -432,7 +368,7 @@ fn churn_sample(
         failures
     });
     if failures > 0 {
-        return Err(BenchError(format!(
+        return Err(LabError(format!(
             "{kind} churn: {failures} removes or inserts failed"
         )));
     }
@@ -449,10 +385,10 @@ fn query_sample(
     pages: &[u64],
     want: Tally,
     first_only: bool,
-) -> Result<Sample, BenchError> {
+) -> Result<Sample, LabError> {
     let (elapsed, got) = timed(|| query_tally(tree, pages, first_only));
     if got != want {
-        return Err(BenchError(format!(
+        return Err(LabError(format!(
             "{} queries: wrong results ({got:?}, expected {want:?})",
             tree.kind()
         )));
@@ -472,7 +408,7 @@ each remove as one op.";
 pub fn render_table(records: &[Record]) -> String {
     let op_order: Vec<&'static str> = Op::ALL.iter().map(|op| op.name()).collect();
     let kinds: Vec<&'static str> = ItreeKind::ALL.iter().map(|k| k.name()).collect();
-    report::render_table(
+    figure::render_table(
         records,
         &TableSpec {
             op_order: &op_order,
@@ -482,30 +418,6 @@ pub fn render_table(records: &[Record]) -> String {
         },
     ) + "\n"
         + RATIO_NOTE
-}
-
-/// Runs `vmbench itree`: JSON lines as figures arrive, or a table at the
-/// end.
-pub fn main(args: &ItreeArgs) -> Result<(), BenchError> {
-    let config = args.to_config()?;
-    let stdout = io::stdout();
-    let mut out = stdout.lock();
-    let mut records = Vec::new();
-    let mut write_error = None;
-    run(&config, &mut |record| {
-        if args.json && write_error.is_none() {
-            write_error = report::write_json_line(&mut out, &record).err();
-        }
-        records.push(record);
-    })?;
-    if let Some(err) = write_error {
-        return Err(BenchError(format!("writing results: {err}")));
-    }
-    if !args.json {
-        writeln!(out, "{}", render_table(&records))
-            .map_err(|err| BenchError(format!("writing results: {err}")))?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -14,9 +14,10 @@ use std::thread;
 use std::time::Duration;
 
 use crate::alloc_count;
-use crate::report::{self, Record, TableSpec};
+use crate::figure::{self, Record, TableSpec};
 use crate::rng::SplitMix64;
 use crate::timing::{median_ns_per_op, timed, Sample};
+use crate::{parse_names, LabError};
 use subjects::{BTree, Maple, MapleShared, RwBTree, SharedSubject, Subject, Tally};
 use workload::Workload;
 
@@ -199,38 +200,13 @@ const READ_OPS: [Op; 7] = [
 const WRITE_OPS: [Op; 3] = [Op::InsertAsc, Op::InsertRand, Op::EraseRand];
 
 /// Parses a list of operation names; the error names the valid ones.
-pub fn parse_ops(names: &[String]) -> Result<Vec<Op>, BenchError> {
+pub fn parse_ops(names: &[String]) -> Result<Vec<Op>, LabError> {
     parse_names(names, &Op::ALL, |op| op.name(), "op")
 }
 
 /// Parses a list of implementation names; the error names the valid ones.
-pub fn parse_impls(names: &[String]) -> Result<Vec<Impl>, BenchError> {
+pub fn parse_impls(names: &[String]) -> Result<Vec<Impl>, LabError> {
     parse_names(names, &Impl::ALL, |imp| imp.name(), "impl")
-}
-
-/// Parses a list of names against `all`; duplicates are dropped. Shared
-/// by every subcommand that takes lists of names.
-pub(crate) fn parse_names<T: Copy + PartialEq>(
-    names: &[String],
-    all: &[T],
-    name: fn(T) -> &'static str,
-    what: &str,
-) -> Result<Vec<T>, BenchError> {
-    let mut picked = Vec::new();
-    for raw in names {
-        let wanted = raw.trim();
-        let Some(&item) = all.iter().find(|&&item| name(item) == wanted) else {
-            let valid: Vec<&str> = all.iter().map(|&item| name(item)).collect();
-            return Err(BenchError(format!(
-                "unknown {what} '{wanted}' (valid: {})",
-                valid.join(", ")
-            )));
-        };
-        if !picked.contains(&item) {
-            picked.push(item);
-        }
-    }
-    Ok(picked)
 }
 
 /// Most samples per figure `--repeat` accepts in `tree` and `itree` (as in
@@ -238,21 +214,8 @@ pub(crate) fn parse_names<T: Copy + PartialEq>(
 /// an allocation failure instead of a clear error.
 pub const MAX_REPEAT: usize = 1000;
 
-/// A failed benchmark run: invalid settings or an implementation that gave
-/// wrong answers. The message is one line, ready to print.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BenchError(pub String);
-
-impl fmt::Display for BenchError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for BenchError {}
-
-fn fail<T>(msg: String) -> Result<T, BenchError> {
-    Err(BenchError(msg))
+fn fail<T>(msg: String) -> Result<T, LabError> {
+    Err(LabError(msg))
 }
 
 /// How much work each timed batch does.
@@ -318,7 +281,7 @@ pub struct TreeConfig {
 impl TreeConfig {
     /// Rejects settings that would make the run meaningless, with a
     /// one-line reason.
-    pub fn validate(&self) -> Result<(), BenchError> {
+    pub fn validate(&self) -> Result<(), LabError> {
         if self.sizes.is_empty() {
             return fail("--sizes: at least one size is required".into());
         }
@@ -352,7 +315,7 @@ impl TreeConfig {
 
 /// Runs the benchmark, handing each figure to `sink` as soon as it exists.
 /// Progress notes go to stderr.
-pub fn run(cfg: &TreeConfig, sink: &mut dyn FnMut(Record)) -> Result<(), BenchError> {
+pub fn run(cfg: &TreeConfig, sink: &mut dyn FnMut(Record)) -> Result<(), LabError> {
     cfg.validate()?;
     for &n in &cfg.sizes {
         eprintln!("vmbench tree: n={n}: generating workload");
@@ -382,7 +345,7 @@ btreemap, so compare bytes_total_* for like with like.";
 pub fn render_table(records: &[Record]) -> String {
     let op_order: Vec<&'static str> = Op::ALL.iter().map(|op| op.name()).collect();
     let impl_order: Vec<&'static str> = Impl::ALL.iter().map(|imp| imp.name()).collect();
-    report::render_table(
+    figure::render_table(
         records,
         &TableSpec {
             op_order: &op_order,
@@ -414,7 +377,7 @@ impl SizeBench<'_> {
     }
 
     /// All single-threaded operations `S` takes part in.
-    fn single<S: Subject>(&mut self) -> Result<(), BenchError> {
+    fn single<S: Subject>(&mut self) -> Result<(), LabError> {
         self.reads::<S>()?;
         self.writes::<S>()?;
         self.memory::<S>()
@@ -430,7 +393,7 @@ impl SizeBench<'_> {
     }
 
     /// Lookup-style operations, all on one ascending build.
-    fn reads<S: Subject>(&mut self) -> Result<(), BenchError> {
+    fn reads<S: Subject>(&mut self) -> Result<(), LabError> {
         let wanted: Vec<Op> = READ_OPS
             .into_iter()
             .filter(|&op| self.cfg.wants(op, S::IMPL))
@@ -447,7 +410,7 @@ impl SizeBench<'_> {
     }
 
     /// Median figure of one read operation on `tree`.
-    fn read_value<S: Subject>(&self, tree: &S, op: Op) -> Result<f64, BenchError> {
+    fn read_value<S: Subject>(&self, tree: &S, op: Op) -> Result<f64, LabError> {
         let (label, repeat, addrs) = (self.label(S::IMPL, op), self.cfg.repeat, &self.w.addrs[..]);
         let budget = self.cfg.scale.gap_budget;
         match op {
@@ -498,7 +461,7 @@ impl SizeBench<'_> {
     }
 
     /// Insertion and erasure, each on fresh structures.
-    fn writes<S: Subject>(&mut self) -> Result<(), BenchError> {
+    fn writes<S: Subject>(&mut self) -> Result<(), LabError> {
         let ascending = self.w.ascending();
         let rounds = self.cfg.scale.rounds(self.w.n);
         for op in WRITE_OPS {
@@ -522,7 +485,7 @@ impl SizeBench<'_> {
 
     /// Heap bytes per entry after ascending and random builds. Allocation is
     /// deterministic, so one build per order suffices (no repetitions).
-    fn memory<S: Subject>(&mut self) -> Result<(), BenchError> {
+    fn memory<S: Subject>(&mut self) -> Result<(), LabError> {
         let w = self.w;
         let ascending = w.ascending();
         let builds = [
@@ -551,7 +514,7 @@ impl SizeBench<'_> {
 
     /// The concurrent reader, first alone and then next to a writer, on one
     /// ascending build.
-    fn shared<S: SharedSubject>(&mut self) -> Result<(), BenchError> {
+    fn shared<S: SharedSubject>(&mut self) -> Result<(), LabError> {
         let alone = self.cfg.wants(Op::LoadNoWriter, S::IMPL);
         let contended = self.cfg.wants(Op::LoadWithWriter, S::IMPL);
         if !(alone || contended) {
@@ -570,7 +533,7 @@ impl SizeBench<'_> {
     }
 
     /// `load_no_writer`: with nothing changing the tree, every load must hit.
-    fn reader_alone<S: SharedSubject>(&self, tree: &S) -> Result<f64, BenchError> {
+    fn reader_alone<S: SharedSubject>(&self, tree: &S) -> Result<f64, LabError> {
         let label = self.label(S::IMPL, Op::LoadNoWriter);
         let (value, tally) = checked_reader(label, self.cfg.repeat, tree, &self.w.addrs)?;
         if tally.misses > 0 {
@@ -584,7 +547,7 @@ impl SizeBench<'_> {
 
     /// `load_with_writer`, noting on stderr how often the reader caught an
     /// entry while it was erased and how busy the writer was.
-    fn reader_beside_writer<S: SharedSubject>(&self, tree: &S) -> Result<f64, BenchError> {
+    fn reader_beside_writer<S: SharedSubject>(&self, tree: &S) -> Result<f64, LabError> {
         let label = self.label(S::IMPL, Op::LoadWithWriter);
         // A different stream from the workload's, so the writer's picks are
         // not correlated with the reader's addresses.
@@ -616,7 +579,7 @@ impl fmt::Display for Label {
 }
 
 /// A structure holding the entries in `order`, inserted in that order.
-fn build<S: Subject>(order: &[u64]) -> Result<S, BenchError> {
+fn build<S: Subject>(order: &[u64]) -> Result<S, LabError> {
     let mut tree = S::empty();
     let failures = insert_all(&mut tree, order);
     check_count::<S>("build", failures, tree.entries(), order.len())?;
@@ -636,7 +599,7 @@ fn check_count<S: Subject>(
     failures: usize,
     entries: usize,
     expected: usize,
-) -> Result<(), BenchError> {
+) -> Result<(), LabError> {
     if failures > 0 || entries != expected {
         return fail(format!(
             "{} {what}: {failures} operations failed, {entries} entries left (expected {expected})",
@@ -654,7 +617,7 @@ fn lookups(
     addrs: &[u64],
     expected: impl Fn(&[u64]) -> u64,
     run: impl Fn(&[u64]) -> u64,
-) -> Result<f64, BenchError> {
+) -> Result<f64, LabError> {
     let want = expected(addrs);
     median_ns_per_op(repeat, || {
         let (elapsed, got) = timed(|| run(addrs));
@@ -679,7 +642,7 @@ fn capped_lookups(
     budget: Duration,
     expected: impl Fn(&[u64]) -> u64,
     run: impl Fn(&[u64]) -> u64,
-) -> Result<f64, BenchError> {
+) -> Result<f64, LabError> {
     let ops = capped_ops(addrs, budget, &run);
     lookups(label, repeat, &addrs[..ops], expected, run)
 }
@@ -703,7 +666,7 @@ fn iteration<S: Subject>(
     repeat: usize,
     passes: usize,
     tree: &S,
-) -> Result<f64, BenchError> {
+) -> Result<f64, LabError> {
     let want = workload::expected_iter_sum(label.n);
     median_ns_per_op(repeat, || {
         let (elapsed, sums) = timed(|| (0..passes).map(|_| tree.iter_sum()).collect::<Vec<u64>>());
@@ -725,7 +688,7 @@ fn insert_sample<S: Subject>(
     label: Label,
     order: &[u64],
     rounds: usize,
-) -> Result<Sample, BenchError> {
+) -> Result<Sample, LabError> {
     let mut elapsed = Duration::ZERO;
     for _ in 0..rounds {
         let mut tree = S::empty();
@@ -746,7 +709,7 @@ fn erase_sample<S: Subject>(
     build_order: &[u64],
     erase_order: &[u64],
     rounds: usize,
-) -> Result<Sample, BenchError> {
+) -> Result<Sample, LabError> {
     let mut elapsed = Duration::ZERO;
     for _ in 0..rounds {
         let mut tree = build::<S>(build_order)?;
@@ -785,7 +748,7 @@ impl fmt::Display for Bytes {
     }
 }
 
-fn measure_bytes<S: Subject>(order: &[u64]) -> Result<Bytes, BenchError> {
+fn measure_bytes<S: Subject>(order: &[u64]) -> Result<Bytes, LabError> {
     let n = order.len();
     // A throwaway one-entry build first absorbs one-time lazy allocations
     // (e.g. per-thread epoch state) that do not belong to the structure.
@@ -817,7 +780,7 @@ fn checked_reader<S: SharedSubject>(
     repeat: usize,
     tree: &S,
     addrs: &[u64],
-) -> Result<(f64, Tally), BenchError> {
+) -> Result<(f64, Tally), LabError> {
     let mut total = Tally::default();
     let value = median_ns_per_op(repeat, || {
         let (elapsed, tally) = timed(|| tree.checked_loads(addrs));
@@ -854,7 +817,7 @@ fn with_writer<S: SharedSubject>(
     tree: &S,
     addrs: &[u64],
     seed: u64,
-) -> Result<(f64, Tally, u64), BenchError> {
+) -> Result<(f64, Tally, u64), LabError> {
     let stop = AtomicBool::new(false);
     let writes = AtomicU64::new(0);
     thread::scope(|scope| {
@@ -869,7 +832,7 @@ fn with_writer<S: SharedSubject>(
         };
         let failed = writer
             .join()
-            .map_err(|_| BenchError(format!("{label}: writer thread panicked")))?;
+            .map_err(|_| LabError(format!("{label}: writer thread panicked")))?;
         if failed > 0 {
             return fail(format!("{label}: {failed} writer erase/store steps failed"));
         }

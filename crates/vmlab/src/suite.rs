@@ -21,80 +21,21 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use mm::imap::ImapDesign;
 use mm::lock::LockKind;
 use mm::topology::Topology;
 use mm::IndexKind;
 
-use crate::plot;
-use crate::run_bench::harness::{self, Mode, Spec, Timing};
-use crate::run_bench::workload::Workload;
-use crate::run_bench::{default_threads, execl, parse_threads, parse_topology, resident};
-use crate::tree_bench::{self, BenchError, Impl, Op, Scale, TreeConfig};
+use crate::run::harness::{self, Mode, Spec, Timing};
+use crate::run::resident;
+use crate::run::workload::Workload;
+use crate::tree::{self, Impl, Op, Scale, TreeConfig};
+use crate::LabError;
 use vmresults::compare;
+use vmresults::plot;
 use vmresults::samples::{self as results, Machine, Sample};
-
-/// Options of `vmbench suite`.
-#[derive(Debug, Args)]
-pub struct SuiteArgs {
-    /// Shortest settings (seconds, not minutes): one short run per point,
-    /// two repetitions, small populations. For smoke tests.
-    #[arg(long, conflicts_with = "full")]
-    pub quick: bool,
-
-    /// Publication settings: longer runs, five repetitions, larger trees.
-    #[arg(long)]
-    pub full: bool,
-
-    /// Workloads, comma separated: tree, execl, aim7-brk, brk1, mmap1,
-    /// malloc1, mmap2, page_fault3, kernbench. [default: all]
-    #[arg(long, value_delimiter = ',')]
-    pub workloads: Option<Vec<String>>,
-
-    /// Keep only the configurations that name one of these designs, comma
-    /// separated: maple, legacy (the VMA index), processes, threads (the
-    /// mode), single, split, split-locked, distributed, adaptive (the
-    /// i_mmap design), std, rwsem, numa (the lock), rule-on, rule-off (the
-    /// anon_vma rule), or a tree implementation (maple-shared, btreemap,
-    /// rwlock-btreemap). [default: all]
-    #[arg(long, value_delimiter = ',')]
-    pub designs: Option<Vec<String>>,
-
-    /// Worker counts, comma separated. [default: 1, the powers of two below
-    /// the CPU count, and the CPU count]
-    #[arg(long, value_delimiter = ',')]
-    pub threads: Option<Vec<String>>,
-
-    /// Repetitions of every point. [default: 3; 2 with --quick, 5 with --full]
-    #[arg(long)]
-    pub repeat: Option<String>,
-
-    /// The results directory to write. [default: vmbench-results/<unix time>]
-    /// A directory that exists and is not empty is refused unless --force.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-
-    /// Write into an --out directory that is not empty: the files an
-    /// earlier suite wrote there (results, tables, plots, page) are removed
-    /// first, so none of its plots is left beside the new ones; any other
-    /// file is left alone.
-    #[arg(long)]
-    pub force: bool,
-
-    /// Run on an emulated topology, e.g. 12x32 (sets the i_mmap groups and
-    /// the CPU each worker runs as). [default: host]
-    #[arg(long)]
-    pub topology: Option<String>,
-
-    /// Do not pin workers to CPUs (on the host topology they are pinned
-    /// one per CPU by default).
-    #[arg(long)]
-    pub no_pin: bool,
-}
 
 /// One configuration of one workload.
 #[derive(Debug, Clone)]
@@ -121,7 +62,7 @@ enum ConfigKind {
 }
 
 /// The suite's workloads, in run order.
-const WORKLOADS: [&str; 9] = [
+pub const WORKLOADS: [&str; 9] = [
     "tree",
     "execl",
     "aim7-brk",
@@ -168,6 +109,18 @@ fn run_config(
 }
 
 /// The configurations `workload` compares, baseline first.
+/// Every design name `Plan::designs` may hold, over all workloads.
+pub fn design_names() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = WORKLOADS
+        .iter()
+        .flat_map(|w| configs(w))
+        .flat_map(|c| c.tags)
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+}
+
 fn configs(workload: &str) -> Vec<Config> {
     let m = IndexKind::Maple;
     let (single, rwsem) = (ImapDesign::Single, LockKind::Rwsem);
@@ -240,132 +193,32 @@ fn configs(workload: &str) -> Vec<Config> {
     }
 }
 
-/// Settings resolved from the arguments.
-struct Plan {
-    workloads: Vec<&'static str>,
-    designs: Option<Vec<String>>,
-    threads: Vec<usize>,
-    repeat: usize,
-    timing: Timing,
-    resident_vmas: usize,
-    tree_sizes: Vec<usize>,
-    tree_scale: Scale,
-    topology: Arc<Topology>,
-    pin: bool,
-    out: PathBuf,
-}
-
-impl SuiteArgs {
-    fn plan(&self) -> Result<Plan, BenchError> {
-        let workloads = match &self.workloads {
-            None => WORKLOADS.to_vec(),
-            Some(names) => {
-                let mut out = Vec::new();
-                for raw in names {
-                    let name = raw.trim();
-                    match WORKLOADS.iter().find(|&&w| w == name) {
-                        Some(&w) if !out.contains(&w) => out.push(w),
-                        Some(_) => {}
-                        None => {
-                            return Err(BenchError(format!(
-                                "--workloads: unknown workload '{name}' (expected one of {})",
-                                WORKLOADS.join(", ")
-                            )))
-                        }
-                    }
-                }
-                out
-            }
-        };
-        let designs = match &self.designs {
-            None => None,
-            Some(names) => {
-                let known: Vec<&str> = WORKLOADS
-                    .iter()
-                    .flat_map(|w| configs(w))
-                    .flat_map(|c| c.tags)
-                    .collect();
-                let mut out = Vec::new();
-                for raw in names {
-                    let name = raw.trim();
-                    if !known.contains(&name) {
-                        return Err(BenchError(format!(
-                            "--designs: unknown design '{name}' (see vmbench suite --help)"
-                        )));
-                    }
-                    out.push(name.to_string());
-                }
-                Some(out)
-            }
-        };
-        let threads = match &self.threads {
-            None => default_threads(),
-            Some(counts) => parse_threads(counts)?,
-        };
-        let default_repeat = if self.quick {
-            2
-        } else if self.full {
-            5
-        } else {
-            3
-        };
-        let repeat = match self.repeat.as_deref().map(str::trim) {
-            None => default_repeat,
-            Some(text) => match text.parse::<usize>() {
-                Ok(n) if (1..=100).contains(&n) => n,
-                _ => {
-                    return Err(BenchError(format!(
-                        "--repeat: '{text}' is not a repetition count (1 to 100)"
-                    )))
-                }
-            },
-        };
-        let (duration, warmup) = if self.quick {
-            (0.03, 0.01)
-        } else if self.full {
-            (2.0, 0.5)
-        } else {
-            (0.8, 0.2)
-        };
-        let timing = Timing {
-            duration: Duration::from_secs_f64(duration),
-            warmup: Duration::from_secs_f64(warmup),
-        };
-        let topology = parse_topology(self.topology.as_deref())?;
-        let out = match &self.out {
-            Some(dir) => dir.clone(),
-            None => {
-                let secs = SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs());
-                PathBuf::from("vmbench-results").join(secs.to_string())
-            }
-        };
-        let (tree_sizes, tree_scale) = if self.quick {
-            (vec![1_000], Scale::QUICK)
-        } else if self.full {
-            (vec![1_000, 100_000, 1_000_000], Scale::FULL)
-        } else {
-            (vec![1_000, 100_000], Scale::QUICK)
-        };
-        Ok(Plan {
-            workloads,
-            designs,
-            threads,
-            repeat,
-            timing,
-            resident_vmas: if self.quick {
-                execl::QUICK_RESIDENT_VMAS
-            } else {
-                execl::DEFAULT_RESIDENT_VMAS
-            },
-            tree_sizes,
-            tree_scale,
-            topology,
-            pin: !self.no_pin,
-            out,
-        })
-    }
+/// What a suite run measures and where it writes.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Workloads, in run order (names from [`WORKLOADS`]).
+    pub workloads: Vec<&'static str>,
+    /// Keep only configurations tagged with one of these design names
+    /// ([`design_names`]); `None` keeps all.
+    pub designs: Option<Vec<String>>,
+    /// Worker counts.
+    pub threads: Vec<usize>,
+    /// Repetitions of every point.
+    pub repeat: usize,
+    /// Warm-up and timed durations of each run.
+    pub timing: Timing,
+    /// `execl`: libc VMAs of the idle processes.
+    pub resident_vmas: usize,
+    /// `tree`: structure sizes.
+    pub tree_sizes: Vec<usize>,
+    /// `tree`: work per timed batch.
+    pub tree_scale: Scale,
+    /// The machine, real or emulated.
+    pub topology: Arc<Topology>,
+    /// Pin workers on the host topology.
+    pub pin: bool,
+    /// The results directory.
+    pub out: PathBuf,
 }
 
 impl Plan {
@@ -380,8 +233,19 @@ impl Plan {
             .collect()
     }
 
-    /// How many progress steps the run has.
-    fn steps(&self) -> u64 {
+    /// The labels of the configurations of `workload` the plan keeps, in
+    /// run order.
+    pub fn config_labels(&self, workload: &str) -> Vec<String> {
+        self.configs(workload)
+            .into_iter()
+            .map(|c| c.label)
+            .collect()
+    }
+
+    /// How many progress steps the run has: one per measured point and
+    /// repetition (one per repetition for `tree`, which measures every
+    /// kept implementation in one pass).
+    pub fn steps(&self) -> u64 {
         let mut n = 0;
         for w in &self.workloads {
             let configs = self.configs(w).len();
@@ -397,21 +261,33 @@ impl Plan {
     }
 }
 
-/// Runs `vmbench suite`.
-pub fn main(args: &SuiteArgs) -> Result<(), BenchError> {
-    let plan = args.plan()?;
+/// The files a suite writes into its results directory, besides a plot
+/// (`<workload>.svg`, `<workload>.png`) per workload.
+const SUITE_FILES: [&str; 6] = [
+    "command.txt",
+    "machine.json",
+    "results.jsonl",
+    "table.txt",
+    "table.md",
+    "index.html",
+];
+
+/// Measures everything `plan` asks for and writes the results directory
+/// (`results.jsonl`, tables, plots, page); `command` is recorded in it as
+/// the command that produced it. A directory that exists and is not empty
+/// is refused unless `force`, which first removes the files an earlier
+/// suite wrote there.
+pub fn run(plan: &Plan, command: &str, force: bool) -> Result<(), LabError> {
     if plan.steps() == 0 {
         // Refused before anything is created: no empty results directory.
-        return Err(BenchError(format!(
+        return Err(LabError(format!(
             "nothing to measure: --designs {} keeps no configuration of the workloads {}",
             plan.designs.as_deref().unwrap_or_default().join(","),
             plan.workloads.join(",")
         )));
     }
-    let command: Vec<String> = std::env::args().collect();
-    let command = command.join(" ");
-    let created = prepare_out(&plan.out, args.force)?;
-    let result = measure_and_write(&plan, &command);
+    let created = prepare_out(&plan.out, force)?;
+    let result = measure_and_write(plan, command);
     if result.is_err() && !plan.out.join("results.jsonl").exists() {
         // Nothing measured: take back what this run wrote, and the
         // directory if this run made it.
@@ -425,21 +301,10 @@ pub fn main(args: &SuiteArgs) -> Result<(), BenchError> {
     result
 }
 
-/// The files a suite writes into its results directory, besides a plot
-/// (`<workload>.svg`, `<workload>.png`) per workload.
-const SUITE_FILES: [&str; 6] = [
-    "command.txt",
-    "machine.json",
-    "results.jsonl",
-    "table.txt",
-    "table.md",
-    "index.html",
-];
-
 /// Makes `out` ready: created if absent (returns true), refused if it is
 /// not a directory, or not empty without `force`; with `force`, an earlier
 /// suite's files in it are removed and nothing else.
-fn prepare_out(out: &Path, force: bool) -> Result<bool, BenchError> {
+fn prepare_out(out: &Path, force: bool) -> Result<bool, LabError> {
     let shown = out.display();
     match fs::read_dir(out) {
         Ok(mut entries) => {
@@ -447,7 +312,7 @@ fn prepare_out(out: &Path, force: bool) -> Result<bool, BenchError> {
                 return Ok(false);
             }
             if !force {
-                return Err(BenchError(format!(
+                return Err(LabError(format!(
                     "--out: {shown} exists and is not empty; name a new directory, or pass \
                      --force to replace an earlier suite's results in it"
                 )));
@@ -461,7 +326,7 @@ fn prepare_out(out: &Path, force: bool) -> Result<bool, BenchError> {
                     Ok(()) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                     Err(e) => {
-                        return Err(BenchError(format!(
+                        return Err(LabError(format!(
                             "--force: cannot remove {}: {e}",
                             path.display()
                         )))
@@ -472,21 +337,21 @@ fn prepare_out(out: &Path, force: bool) -> Result<bool, BenchError> {
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             fs::create_dir_all(out)
-                .map_err(|e| BenchError(format!("--out: cannot create {shown}: {e}")))?;
+                .map_err(|e| LabError(format!("--out: cannot create {shown}: {e}")))?;
             Ok(true)
         }
-        Err(e) => Err(BenchError(format!(
+        Err(e) => Err(LabError(format!(
             "--out: {shown} is not a directory that can be read: {e}"
         ))),
     }
 }
 
 /// The measurement and the results, into a prepared directory.
-fn measure_and_write(plan: &Plan, command: &str) -> Result<(), BenchError> {
+fn measure_and_write(plan: &Plan, command: &str) -> Result<(), LabError> {
     let machine = Machine::detect(&plan.topology);
     write_file(&plan.out.join("command.txt"), &format!("{command}\n"))?;
     let json = serde_json::to_string_pretty(&machine)
-        .map_err(|e| BenchError(format!("machine.json: {e}")))?;
+        .map_err(|e| LabError(format!("machine.json: {e}")))?;
     write_file(&plan.out.join("machine.json"), &format!("{json}\n"))?;
 
     let bar = ProgressBar::new(plan.steps());
@@ -494,7 +359,7 @@ fn measure_and_write(plan: &Plan, command: &str) -> Result<(), BenchError> {
         ProgressStyle::with_template(
             "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} ETA {eta} {msg}",
         )
-        .map_err(|e| BenchError(format!("progress bar: {e}")))?,
+        .map_err(|e| LabError(format!("progress bar: {e}")))?,
     );
     let mut samples: Vec<Sample> = Vec::new();
     let mut failures: Vec<String> = Vec::new();
@@ -514,7 +379,7 @@ fn measure_and_write(plan: &Plan, command: &str) -> Result<(), BenchError> {
         eprintln!("vmbench suite: not measured: {f}");
     }
     if samples.is_empty() {
-        return Err(BenchError(
+        return Err(LabError(
             "nothing was measured: every configuration failed (see above)".to_string(),
         ));
     }
@@ -609,7 +474,7 @@ fn run_tree(
     configs: &[Config],
     bar: &ProgressBar,
     samples: &mut Vec<Sample>,
-) -> Result<(), BenchError> {
+) -> Result<(), LabError> {
     let impls: Vec<Impl> = configs
         .iter()
         .filter_map(|c| match c.kind {
@@ -626,12 +491,12 @@ fn run_tree(
             ops: TREE_OPS.to_vec(),
             impls: impls.clone(),
             scale: plan.tree_scale,
-            seed: tree_bench::DEFAULT_SEED.wrapping_add(rep as u64),
+            seed: tree::DEFAULT_SEED.wrapping_add(rep as u64),
         };
         // The tree benchmark notes its progress on stderr; the bar is
         // suspended so the two do not interleave.
         bar.suspend(|| {
-            tree_bench::run(&cfg, &mut |r| {
+            tree::run(&cfg, &mut |r| {
                 samples.push(Sample {
                     workload: "tree".to_string(),
                     metric: format!("{} n={}", r.op, r.n),
@@ -654,9 +519,8 @@ fn write_results(
     machine: &Machine,
     command: &str,
     samples: &[Sample],
-) -> Result<(), BenchError> {
-    let io =
-        |what: &Path, e: std::io::Error| BenchError(format!("writing {}: {e}", what.display()));
+) -> Result<(), LabError> {
+    let io = |what: &Path, e: std::io::Error| LabError(format!("writing {}: {e}", what.display()));
     let jsonl = dir.join("results.jsonl");
     results::write_samples(&jsonl, samples).map_err(|e| io(&jsonl, e))?;
     let tables = compare::suite_tables(samples);
@@ -685,7 +549,7 @@ fn write_results(
     }
     let title = "vmbench suite";
     plot::write_html(dir, title, machine, command, &markdown, &plots)
-        .map_err(|e| BenchError(format!("writing index.html: {e}")))?;
+        .map_err(|e| LabError(format!("writing index.html: {e}")))?;
     println!("{text}");
     eprintln!(
         "vmbench suite: {} samples; results in {} (results.jsonl, table.txt, table.md, plots, index.html)",
@@ -695,8 +559,8 @@ fn write_results(
     Ok(())
 }
 
-fn write_file(path: &Path, text: &str) -> Result<(), BenchError> {
-    crate::output::write_file(path, text).map_err(|e| BenchError(format!("writing {e}")))
+fn write_file(path: &Path, text: &str) -> Result<(), LabError> {
+    vmresults::output::write_file(path, text).map_err(|e| LabError(format!("writing {e}")))
 }
 
 #[cfg(test)]
@@ -721,61 +585,5 @@ mod tests {
         assert_eq!(configs("execl")[0].label, "imap=single");
         assert_eq!(configs("aim7-brk")[0].label, "rule=off");
         assert_eq!(configs("brk1")[0].label, "legacy processes");
-    }
-
-    fn args(extra: &[&str]) -> SuiteArgs {
-        use clap::Parser;
-        #[derive(Parser)]
-        struct T {
-            #[command(flatten)]
-            a: SuiteArgs,
-        }
-        let mut argv = vec!["suite"];
-        argv.extend_from_slice(extra);
-        T::try_parse_from(argv).unwrap().a
-    }
-
-    #[test]
-    fn designs_filter_configurations_and_bad_names_are_errors() {
-        let plan = args(&["--designs", "distributed,rule-on,maple"])
-            .plan()
-            .unwrap();
-        let labels = |w| {
-            plan.configs(w)
-                .into_iter()
-                .map(|c| c.label)
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(labels("execl"), vec!["imap=distributed"]);
-        assert_eq!(labels("aim7-brk"), vec!["rule=on"]);
-        assert_eq!(labels("brk1"), vec!["maple processes", "maple threads"]);
-        assert_eq!(labels("tree"), vec!["maple"]);
-        for bad in [
-            &["--designs", "percpu"][..],
-            &["--workloads", "kernbench2"],
-            &["--threads", "0"],
-            &["--repeat", "0"],
-            &["--topology", "0x2"],
-        ] {
-            let e = args(bad).plan().err().expect("must fail").0;
-            assert!(!e.contains('\n'), "{e}");
-        }
-    }
-
-    #[test]
-    fn steps_count_every_measurement() {
-        let plan = args(&[
-            "--workloads",
-            "tree,execl",
-            "--threads",
-            "1,2",
-            "--repeat",
-            "2",
-        ])
-        .plan()
-        .unwrap();
-        // tree: one pass per repetition; execl: 7 configurations x 2
-        // thread counts per repetition.
-        assert_eq!(plan.steps(), 2 + 7 * 2 * 2);
     }
 }

@@ -5,27 +5,11 @@
 //! emulated `12x32` on a 2-CPU machine runs 192 virtual CPUs on each real
 //! one; this command shows both before anyone reads a scaling curve.
 
-use std::io::{self, Write};
-
-use clap::Args;
 use mm::topology::Topology;
 use serde::Serialize;
 
-use crate::tree_bench::BenchError;
+use crate::LabError;
 use vmresults::Machine;
-
-/// Options of `vmbench topology`.
-#[derive(Debug, Args)]
-pub struct TopologyArgs {
-    /// Also show how NxM emulated nodes of M virtual CPUs each (e.g. 12x32)
-    /// map onto this machine's CPUs.
-    #[arg(long, value_name = "NxM")]
-    pub emulate: Option<String>,
-
-    /// Print one JSON object instead of text.
-    #[arg(long)]
-    pub json: bool,
-}
 
 /// One node of a topology.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -84,12 +68,12 @@ fn nodes(t: &Topology) -> Vec<NodeView> {
 }
 
 /// Parses `--emulate`: only `NxM`, since `host` is not an emulation.
-fn parse_emulate(text: &str) -> Result<Topology, BenchError> {
+fn parse_emulate(text: &str) -> Result<Topology, LabError> {
     let t: Topology = text
         .parse()
-        .map_err(|e| BenchError(format!("--emulate: {e}")))?;
+        .map_err(|e| LabError(format!("--emulate: {e}")))?;
     if !t.is_emulated() {
-        return Err(BenchError(format!(
+        return Err(LabError(format!(
             "--emulate {text:?}: expected NODESxCPUS, e.g. 12x32"
         )));
     }
@@ -97,7 +81,7 @@ fn parse_emulate(text: &str) -> Result<Topology, BenchError> {
 }
 
 /// Builds the report for this machine and, if given, an emulation.
-pub fn report(emulate: Option<&str>) -> Result<TopologyReport, BenchError> {
+pub fn report(emulate: Option<&str>) -> Result<TopologyReport, LabError> {
     let emulated = emulate.map(parse_emulate).transpose()?;
     let host = mm::topology::host();
     Ok(TopologyReport {
@@ -176,23 +160,6 @@ pub fn render_text(r: &TopologyReport) -> String {
         }
     }
     out
-}
-
-/// Runs `vmbench topology`.
-pub fn main(args: &TopologyArgs) -> Result<(), BenchError> {
-    let r = report(args.emulate.as_deref())?;
-    let text = if args.json {
-        let mut line = serde_json::to_string(&r)
-            .map_err(|e| BenchError(format!("encoding the report: {e}")))?;
-        line.push('\n');
-        line
-    } else {
-        render_text(&r)
-    };
-    io::stdout()
-        .lock()
-        .write_all(text.as_bytes())
-        .map_err(|e| BenchError(format!("writing the report: {e}")))
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! Writing output files without ever losing what was there.
 //!
-//! Every file `vmbench` writes goes to a temporary file in the same
+//! Every file the lab writes goes to a temporary file in the same
 //! directory and is renamed over its destination only once it is complete
 //! and on disk. A command that fails, or is interrupted, leaves the
 //! destination exactly as it was (a trace recorded yesterday, a results
@@ -14,7 +14,11 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use crate::tree_bench::BenchError;
+/// Why a file could not be written: one line naming the path and the
+/// cause, ready to print.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct WriteError(pub String);
 
 /// A file being written to a temporary path beside `dest`; see the module
 /// docs. Dropping it without [`commit`](OutputFile::commit) removes the
@@ -30,8 +34,8 @@ impl OutputFile {
     /// Checks that `dest` may be written (absent, or a regular file) and
     /// creates the temporary file beside it, so a path that cannot be
     /// written fails here, before any work is done.
-    pub fn create(dest: &Path) -> Result<OutputFile, BenchError> {
-        let err = |what: String| BenchError(format!("{}: {what}", dest.display()));
+    pub fn create(dest: &Path) -> Result<OutputFile, WriteError> {
+        let err = |what: String| WriteError(format!("{}: {what}", dest.display()));
         match fs::symlink_metadata(dest) {
             Ok(meta) if !meta.file_type().is_file() => {
                 return Err(err(format!(
@@ -67,7 +71,7 @@ impl OutputFile {
     }
 
     /// Appends `bytes` to the temporary file.
-    pub fn write_all(&mut self, bytes: &[u8]) -> Result<(), BenchError> {
+    pub fn write_all(&mut self, bytes: &[u8]) -> Result<(), WriteError> {
         let result = match self.file.as_mut() {
             Some(file) => file.write_all(bytes),
             None => return Err(self.error("already committed")),
@@ -76,7 +80,7 @@ impl OutputFile {
     }
 
     /// Makes the file durable and renames it over the destination.
-    pub fn commit(mut self) -> Result<(), BenchError> {
+    pub fn commit(mut self) -> Result<(), WriteError> {
         let file = self
             .file
             .take()
@@ -88,8 +92,8 @@ impl OutputFile {
             .map_err(|e| self.error(&format!("renaming into place: {e}")))
     }
 
-    fn error(&self, what: &str) -> BenchError {
-        BenchError(format!("{}: {what}", self.dest.display()))
+    fn error(&self, what: &str) -> WriteError {
+        WriteError(format!("{}: {what}", self.dest.display()))
     }
 }
 
@@ -103,7 +107,7 @@ impl Drop for OutputFile {
 }
 
 /// Writes `text` to `dest` through an [`OutputFile`].
-pub fn write_file(dest: &Path, text: &str) -> Result<(), BenchError> {
+pub fn write_file(dest: &Path, text: &str) -> Result<(), WriteError> {
     let mut out = OutputFile::create(dest)?;
     out.write_all(text.as_bytes())?;
     out.commit()

@@ -1,0 +1,90 @@
+//! `vmbench itree`: options and output.
+
+use std::io::{self, Write};
+
+use clap::Args;
+use vmlab::figure;
+use vmlab::itree::{self, ItreeConfig, Op, Scale};
+use vmlab::{parse_names, LabError};
+
+/// Options of `vmbench itree`.
+#[derive(Debug, Args)]
+pub struct ItreeArgs {
+    /// Tree sizes in intervals, comma separated (e.g. 100,6000,5e4).
+    /// [default: 100,1000,6000,50000; 100,1000,6000 with --quick]
+    #[arg(long, value_delimiter = ',', value_parser = crate::cli::tree::parse_count)]
+    sizes: Option<Vec<usize>>,
+
+    /// Samples per figure; the median is reported. [default: 7; 3 with --quick]
+    #[arg(long)]
+    repeat: Option<usize>,
+
+    /// Smaller sizes, fewer repetitions and shorter batches.
+    #[arg(long)]
+    quick: bool,
+
+    /// Operations to measure, comma separated (churn, query_page,
+    /// query_first). [default: all]
+    #[arg(long, value_delimiter = ',')]
+    ops: Option<Vec<String>>,
+
+    /// Print one JSON object per figure on stdout instead of a table.
+    #[arg(long)]
+    json: bool,
+
+    /// Seed of the workload's random choices.
+    #[arg(long, default_value_t = 0x17ee)]
+    seed: u64,
+}
+
+impl ItreeArgs {
+    /// Resolves defaults (which depend on `--quick`) into a validated
+    /// configuration.
+    pub fn to_config(&self) -> Result<ItreeConfig, LabError> {
+        let sizes: &[usize] = if self.quick {
+            &itree::QUICK_SIZES
+        } else {
+            &itree::DEFAULT_SIZES
+        };
+        let config = ItreeConfig {
+            sizes: self.sizes.clone().unwrap_or_else(|| sizes.to_vec()),
+            repeat: self.repeat.unwrap_or(if self.quick { 3 } else { 7 }),
+            ops: match &self.ops {
+                Some(names) => parse_names(names, &Op::ALL, Op::name, "op")?,
+                None => Op::ALL.to_vec(),
+            },
+            scale: if self.quick {
+                Scale::QUICK
+            } else {
+                Scale::FULL
+            },
+            seed: self.seed,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+/// Runs `vmbench itree`: JSON lines as figures arrive, or a table at the
+/// end.
+pub fn main(args: &ItreeArgs) -> Result<(), LabError> {
+    let config = args.to_config()?;
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    let mut records = Vec::new();
+    let mut write_error = None;
+    itree::run(&config, &mut |record| {
+        if args.json && write_error.is_none() {
+            write_error = figure::write_json_line(&mut out, &record).err();
+        }
+        records.push(record);
+    })?;
+    if let Some(err) = write_error {
+        return Err(LabError(format!("writing results: {err}")));
+    }
+    if !args.json {
+        writeln!(out, "{}", itree::render_table(&records))
+            .map_err(|err| LabError(format!("writing results: {err}")))?;
+    }
+    Ok(())
+}

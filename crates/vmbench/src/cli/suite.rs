@@ -1,0 +1,241 @@
+//! `vmbench suite`: options, resolved into a [`suite::Plan`].
+
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clap::Args;
+use vmlab::run::execl;
+use vmlab::run::harness::Timing;
+use vmlab::suite::{self, Plan};
+use vmlab::tree::Scale;
+use vmlab::LabError;
+
+/// Options of `vmbench suite`.
+#[derive(Debug, Args)]
+pub struct SuiteArgs {
+    /// Shortest settings (seconds, not minutes): one short run per point,
+    /// two repetitions, small populations. For smoke tests.
+    #[arg(long, conflicts_with = "full")]
+    pub quick: bool,
+
+    /// Publication settings: longer runs, five repetitions, larger trees.
+    #[arg(long)]
+    pub full: bool,
+
+    /// Workloads, comma separated: tree, execl, aim7-brk, brk1, mmap1,
+    /// malloc1, mmap2, page_fault3, kernbench. [default: all]
+    #[arg(long, value_delimiter = ',')]
+    pub workloads: Option<Vec<String>>,
+
+    /// Keep only the configurations that name one of these designs, comma
+    /// separated: maple, legacy (the VMA index), processes, threads (the
+    /// mode), single, split, split-locked, distributed, adaptive (the
+    /// i_mmap design), std, rwsem, numa (the lock), rule-on, rule-off (the
+    /// anon_vma rule), or a tree implementation (maple-shared, btreemap,
+    /// rwlock-btreemap). [default: all]
+    #[arg(long, value_delimiter = ',')]
+    pub designs: Option<Vec<String>>,
+
+    /// Worker counts, comma separated. [default: 1, the powers of two below
+    /// the CPU count, and the CPU count]
+    #[arg(long, value_delimiter = ',')]
+    pub threads: Option<Vec<String>>,
+
+    /// Repetitions of every point. [default: 3; 2 with --quick, 5 with --full]
+    #[arg(long)]
+    pub repeat: Option<String>,
+
+    /// The results directory to write. [default: vmbench-results/<unix time>]
+    /// A directory that exists and is not empty is refused unless --force.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+
+    /// Write into an --out directory that is not empty: the files an
+    /// earlier suite wrote there (results, tables, plots, page) are removed
+    /// first, so none of its plots is left beside the new ones; any other
+    /// file is left alone.
+    #[arg(long)]
+    pub force: bool,
+
+    /// Run on an emulated topology, e.g. 12x32 (sets the i_mmap groups and
+    /// the CPU each worker runs as). [default: host]
+    #[arg(long)]
+    pub topology: Option<String>,
+
+    /// Do not pin workers to CPUs (on the host topology they are pinned
+    /// one per CPU by default).
+    #[arg(long)]
+    pub no_pin: bool,
+}
+
+impl SuiteArgs {
+    fn plan(&self) -> Result<Plan, LabError> {
+        let workloads = match &self.workloads {
+            None => suite::WORKLOADS.to_vec(),
+            Some(names) => {
+                let mut out = Vec::new();
+                for raw in names {
+                    let name = raw.trim();
+                    match suite::WORKLOADS.iter().find(|&&w| w == name) {
+                        Some(&w) if !out.contains(&w) => out.push(w),
+                        Some(_) => {}
+                        None => {
+                            return Err(LabError(format!(
+                                "--workloads: unknown workload '{name}' (expected one of {})",
+                                suite::WORKLOADS.join(", ")
+                            )))
+                        }
+                    }
+                }
+                out
+            }
+        };
+        let designs = match &self.designs {
+            None => None,
+            Some(names) => {
+                let known = suite::design_names();
+                let mut out = Vec::new();
+                for raw in names {
+                    let name = raw.trim();
+                    if !known.contains(&name) {
+                        return Err(LabError(format!(
+                            "--designs: unknown design '{name}' (see vmbench suite --help)"
+                        )));
+                    }
+                    out.push(name.to_string());
+                }
+                Some(out)
+            }
+        };
+        let threads = match &self.threads {
+            None => vmlab::run::default_threads(),
+            Some(counts) => vmlab::run::parse_threads(counts)?,
+        };
+        let default_repeat = if self.quick {
+            2
+        } else if self.full {
+            5
+        } else {
+            3
+        };
+        let repeat = match self.repeat.as_deref().map(str::trim) {
+            None => default_repeat,
+            Some(text) => match text.parse::<usize>() {
+                Ok(n) if (1..=100).contains(&n) => n,
+                _ => {
+                    return Err(LabError(format!(
+                        "--repeat: '{text}' is not a repetition count (1 to 100)"
+                    )))
+                }
+            },
+        };
+        let (duration, warmup) = if self.quick {
+            (0.03, 0.01)
+        } else if self.full {
+            (2.0, 0.5)
+        } else {
+            (0.8, 0.2)
+        };
+        let timing = Timing {
+            duration: Duration::from_secs_f64(duration),
+            warmup: Duration::from_secs_f64(warmup),
+        };
+        let topology = vmlab::run::parse_topology(self.topology.as_deref())?;
+        let out = match &self.out {
+            Some(dir) => dir.clone(),
+            None => {
+                let secs = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                PathBuf::from("vmbench-results").join(secs.to_string())
+            }
+        };
+        let (tree_sizes, tree_scale) = if self.quick {
+            (vec![1_000], Scale::QUICK)
+        } else if self.full {
+            (vec![1_000, 100_000, 1_000_000], Scale::FULL)
+        } else {
+            (vec![1_000, 100_000], Scale::QUICK)
+        };
+        Ok(Plan {
+            workloads,
+            designs,
+            threads,
+            repeat,
+            timing,
+            resident_vmas: if self.quick {
+                execl::QUICK_RESIDENT_VMAS
+            } else {
+                execl::DEFAULT_RESIDENT_VMAS
+            },
+            tree_sizes,
+            tree_scale,
+            topology,
+            pin: !self.no_pin,
+            out,
+        })
+    }
+}
+
+/// Runs `vmbench suite`.
+pub fn main(args: &SuiteArgs) -> Result<(), LabError> {
+    let plan = args.plan()?;
+    let command: Vec<String> = std::env::args().collect();
+    suite::run(&plan, &command.join(" "), args.force)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(extra: &[&str]) -> SuiteArgs {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct T {
+            #[command(flatten)]
+            a: SuiteArgs,
+        }
+        let mut argv = vec!["suite"];
+        argv.extend_from_slice(extra);
+        T::try_parse_from(argv).unwrap().a
+    }
+
+    #[test]
+    fn designs_filter_configurations_and_bad_names_are_errors() {
+        let plan = args(&["--designs", "distributed,rule-on,maple"])
+            .plan()
+            .unwrap();
+        let labels = |w| plan.config_labels(w);
+        assert_eq!(labels("execl"), vec!["imap=distributed"]);
+        assert_eq!(labels("aim7-brk"), vec!["rule=on"]);
+        assert_eq!(labels("brk1"), vec!["maple processes", "maple threads"]);
+        assert_eq!(labels("tree"), vec!["maple"]);
+        for bad in [
+            &["--designs", "percpu"][..],
+            &["--workloads", "kernbench2"],
+            &["--threads", "0"],
+            &["--repeat", "0"],
+            &["--topology", "0x2"],
+        ] {
+            let e = args(bad).plan().expect_err("must fail").0;
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn steps_count_every_measurement() {
+        let plan = args(&[
+            "--workloads",
+            "tree,execl",
+            "--threads",
+            "1,2",
+            "--repeat",
+            "2",
+        ])
+        .plan()
+        .unwrap();
+        // tree: one pass per repetition; execl: 7 configurations x 2
+        // thread counts per repetition.
+        assert_eq!(plan.steps(), 2 + 7 * 2 * 2);
+    }
+}
