@@ -69,28 +69,67 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let result = match &cli.command {
-        Command::Suite(args) => cli::suite::main(args),
-        Command::Tree(args) => cli::tree::main(args),
-        Command::Run(args) => cli::run::main(args),
-        Command::Record(args) => match trace::record(args) {
-            // The recorded program's own status, so scripts can rely on it.
-            Ok(code) => return ExitCode::from(code),
-            Err(e) => Err(e),
-        },
-        Command::Replay(args) => trace::replay(args),
-        Command::Itree(args) => cli::itree::main(args),
-        Command::Compare(args) => compare::main(args),
-        Command::Topology(args) => cli::topology::main(args),
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
+    match run(&cli) {
+        Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err}");
+            // `{:#}`: the whole chain of causes on one line.
+            eprintln!("error: {err:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Runs the subcommand; the libraries' typed errors become `anyhow`'s
+/// here, at the one place that only prints them.
+fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
+    match &cli.command {
+        Command::Suite(args) => cli::suite::main(args)?,
+        Command::Tree(args) => cli::tree::main(args)?,
+        Command::Run(args) => cli::run::main(args)?,
+        // The recorded program's own status, so scripts can rely on it.
+        Command::Record(args) => return Ok(ExitCode::from(trace::record(args)?)),
+        Command::Replay(args) => trace::replay(args)?,
+        Command::Itree(args) => cli::itree::main(args)?,
+        Command::Compare(args) => compare::main(args)?,
+        Command::Topology(args) => cli::topology::main(args)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints clap's refusal of the command line as one line, like every other
+/// error of `vmbench` (scripts read the first line of stderr), and exits
+/// with clap's usage status, 2. Help and version requests print as clap
+/// formats them.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion)
+        || e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    {
+        let _ = e.print();
+        return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+    }
+    let text = e.render().to_string();
+    let line: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            !l.is_empty() && !l.starts_with("For more information") && !l.starts_with("Usage:")
+        })
+        .collect();
+    let line = line.join(" ");
+    eprintln!(
+        "{}",
+        if line.starts_with("error:") {
+            line
+        } else {
+            format!("error: {line}")
+        }
+    );
+    ExitCode::from(2)
 }
 
 #[cfg(test)]

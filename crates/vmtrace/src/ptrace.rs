@@ -1,7 +1,15 @@
 //! The few `ptrace`/`waitpid` calls the recorder needs, as safe functions.
 //!
+//! `nix` makes most of them safe calls (options, event messages, siginfo,
+//! memory reads, kill, and the child's own `personality`/`PTRACE_TRACEME`).
+//! Three stay raw `libc` calls, for reasons nix cannot cover: `waitpid`
+//! and `PTRACE_SYSCALL`'s signal, because nix's `Signal` has no real-time
+//! signals (a tracee stopped by `SIGRTMIN + n`, which glibc and managed
+//! runtimes send, would make nix's `waitpid` fail and could not be passed
+//! on); and `PTRACE_GET_SYSCALL_INFO`, which nix does not wrap.
+//!
 //! This is the only module of `vmtrace` allowed to use `unsafe`:
-//! every call below is a plain system call whose pointer arguments point
+//! every such call is a plain system call whose pointer arguments point
 //! at local, correctly sized buffers.
 
 #![allow(unsafe_code)]
@@ -10,6 +18,11 @@
 use std::io;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
+
+use nix::sys::personality::{self, Persona};
+use nix::sys::ptrace::{self as nix_ptrace, Options};
+use nix::sys::signal::{self, Signal};
+use nix::unistd::Pid as NixPid;
 
 /// A task id (`pid_t`).
 pub type Pid = libc::pid_t;
@@ -28,14 +41,16 @@ pub mod event {
     pub const EXIT: i32 = libc::PTRACE_EVENT_EXIT;
 }
 
-/// The options the recorder traces with.
-pub const OPTIONS: i32 = libc::PTRACE_O_TRACESYSGOOD
-    | libc::PTRACE_O_TRACEFORK
-    | libc::PTRACE_O_TRACEVFORK
-    | libc::PTRACE_O_TRACECLONE
-    | libc::PTRACE_O_TRACEEXEC
-    | libc::PTRACE_O_TRACEEXIT
-    | libc::PTRACE_O_EXITKILL;
+/// The options the recorder traces with: system-call stops told apart
+/// from signals, every new task and exec reported, and every tracee
+/// killed if the recorder dies.
+pub const OPTIONS: Options = Options::PTRACE_O_TRACESYSGOOD
+    .union(Options::PTRACE_O_TRACEFORK)
+    .union(Options::PTRACE_O_TRACEVFORK)
+    .union(Options::PTRACE_O_TRACECLONE)
+    .union(Options::PTRACE_O_TRACEEXEC)
+    .union(Options::PTRACE_O_TRACEEXIT)
+    .union(Options::PTRACE_O_EXITKILL);
 
 /// What `waitpid` reported about a task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,19 +77,14 @@ pub fn spawn_traced(argv: &[String]) -> io::Result<Pid> {
     let mut cmd = Command::new(prog);
     cmd.args(args);
     // SAFETY: the closure runs in the forked child before exec and only
-    // makes two async-signal-safe system calls (`personality`, `ptrace`)
-    // with no pointer arguments; it allocates nothing and takes no locks.
+    // makes three async-signal-safe system calls (`personality` twice,
+    // `ptrace`) with no pointer arguments; it allocates nothing and takes
+    // no locks.
     unsafe {
         cmd.pre_exec(|| {
-            let current = libc::personality(0xffff_ffff);
-            if current == -1
-                || libc::personality((current | libc::ADDR_NO_RANDOMIZE) as libc::c_ulong) == -1
-            {
-                return Err(io::Error::last_os_error());
-            }
-            if libc::ptrace(libc::PTRACE_TRACEME, 0, 0usize, 0usize) == -1 {
-                return Err(io::Error::last_os_error());
-            }
+            let current = personality::get()?;
+            personality::set(current | Persona::ADDR_NO_RANDOMIZE)?;
+            nix_ptrace::traceme()?;
             Ok(())
         });
     }
@@ -128,11 +138,8 @@ fn check(ret: libc::c_long) -> io::Result<libc::c_long> {
 }
 
 /// `PTRACE_SETOPTIONS`.
-pub fn set_options(pid: Pid, options: i32) -> io::Result<()> {
-    // SAFETY: SETOPTIONS takes its argument by value in `data`; `addr` is
-    // unused.
-    check(unsafe { libc::ptrace(libc::PTRACE_SETOPTIONS, pid, 0usize, options as usize) })?;
-    Ok(())
+pub fn set_options(pid: Pid, options: Options) -> io::Result<()> {
+    Ok(nix_ptrace::setoptions(NixPid::from_raw(pid), options)?)
 }
 
 /// `PTRACE_SYSCALL`: resume until the next system-call stop, delivering
@@ -146,53 +153,29 @@ pub fn resume(pid: Pid, sig: i32) -> io::Result<()> {
 /// `PTRACE_GETEVENTMSG`: the new task's id at a fork/clone event, the
 /// former id at an exec event.
 pub fn event_msg(pid: Pid) -> io::Result<u64> {
-    let mut msg: libc::c_ulong = 0;
-    // SAFETY: the kernel writes one `unsigned long` to `msg`, which lives
-    // until the call returns.
-    check(unsafe {
-        libc::ptrace(
-            libc::PTRACE_GETEVENTMSG,
-            pid,
-            0usize,
-            &mut msg as *mut libc::c_ulong,
-        )
-    })?;
-    Ok(msg)
+    // The kernel's message is an `unsigned long`, which nix returns as a
+    // `c_long` of the same bits.
+    Ok(nix_ptrace::getevent(NixPid::from_raw(pid))? as u64)
 }
 
 /// Whether a signal stop is a signal-delivery stop (it has siginfo) rather
 /// than a group stop.
 pub fn has_siginfo(pid: Pid) -> bool {
-    let mut info = std::mem::MaybeUninit::<libc::siginfo_t>::uninit();
-    // SAFETY: the kernel writes at most one `siginfo_t` into `info`, which
-    // is large enough; we never read it.
-    let ret = unsafe { libc::ptrace(libc::PTRACE_GETSIGINFO, pid, 0usize, info.as_mut_ptr()) };
-    ret != -1
+    nix_ptrace::getsiginfo(NixPid::from_raw(pid)).is_ok()
 }
 
 /// `PTRACE_PEEKDATA`: one word of the task's memory.
 pub fn peek(pid: Pid, addr: u64) -> io::Result<u64> {
-    // PEEKDATA returns the word itself, so -1 is ambiguous: clear errno
-    // first and check it afterwards.
-    // SAFETY: `__errno_location` returns this thread's errno; writing an
-    // int to it is what `errno = 0` does in C.
-    unsafe { *libc::__errno_location() = 0 };
-    // SAFETY: PEEKDATA reads the tracee's memory; `data` is unused and no
-    // pointer into our memory is passed.
-    let word = unsafe { libc::ptrace(libc::PTRACE_PEEKDATA, pid, addr as usize, 0usize) };
-    if word == -1 {
-        let err = io::Error::last_os_error();
-        if err.raw_os_error() != Some(0) {
-            return Err(err);
-        }
-    }
+    // nix tells a word of all ones from a failure (errno), which the raw
+    // call's -1 return cannot.
+    let word = nix_ptrace::read(NixPid::from_raw(pid), addr as usize as nix_ptrace::AddressType)?;
     Ok(word as u64)
 }
 
 /// Kill a task (used to clean up after a tracer error).
 pub fn kill(pid: Pid) {
-    // SAFETY: sending a signal has no memory-safety requirements.
-    unsafe { libc::kill(pid, libc::SIGKILL) };
+    // The task may already be gone; there is nothing more to clean up then.
+    let _ = signal::kill(NixPid::from_raw(pid), Signal::SIGKILL);
 }
 
 /// `AUDIT_ARCH_X86_64`: a 64-bit system call.

@@ -9,7 +9,7 @@ use mm::IndexKind;
 use vmlab::run::harness::Mode;
 use vmlab::run::workload::Workload;
 use vmlab::run::{self, execl, RunConfig};
-use vmlab::{parse_names, LabError};
+use vmlab::LabError;
 
 /// Options of `vmbench run`.
 #[derive(Debug, clap::Args)]
@@ -27,13 +27,13 @@ pub struct RunArgs {
     /// its source, object file and heap arenas, makes ~300 page faults,
     /// unmaps some, moves brk and exits; one op per job). execl, aim7-brk
     /// and kernbench run in processes mode only. [default: all]
-    #[arg(long, value_delimiter = ',')]
-    pub workloads: Option<Vec<String>>,
+    #[arg(long, value_delimiter = ',', value_parser = super::named(&Workload::ALL, Workload::name))]
+    pub workloads: Option<Vec<Workload>>,
 
     /// Modes, comma separated: processes (an address space per worker),
     /// threads (one shared address space). [default: both]
-    #[arg(long, value_delimiter = ',')]
-    pub mode: Option<Vec<String>>,
+    #[arg(long, value_delimiter = ',', value_parser = super::named(&Mode::ALL, Mode::name))]
+    pub mode: Option<Vec<Mode>>,
 
     /// Worker counts, comma separated (e.g. 1,2). [default: 1, the powers
     /// of two below the CPU count, and the CPU count]
@@ -41,8 +41,8 @@ pub struct RunArgs {
     pub threads: Option<Vec<String>>,
 
     /// VMA indexes, comma separated: maple, legacy. [default: both]
-    #[arg(long, value_delimiter = ',')]
-    pub index: Option<Vec<String>>,
+    #[arg(long, value_delimiter = ',', value_parser = super::named(&IndexKind::ALL, IndexKind::name))]
+    pub index: Option<Vec<IndexKind>>,
 
     /// Seconds timed per configuration. [default: 2; 0.05 with --quick]
     #[arg(long)]
@@ -83,20 +83,20 @@ pub struct RunArgs {
     /// (a tree and an rwsem per group), distributed (per-group locks under
     /// a top-level rwsem), adaptive (single until contended, then
     /// distributed). [default: single]
-    #[arg(long, value_delimiter = ',')]
-    pub imap: Option<Vec<String>>,
+    #[arg(long, value_delimiter = ',', value_parser = super::named(&ImapDesign::ALL, ImapDesign::name))]
+    pub imap: Option<Vec<ImapDesign>>,
 
     /// The lock of every i_mmap and anon_vma lock, comma separated: std
     /// (the standard library's RwLock), rwsem (kernel-style), numa
     /// (rwsem with per-node hand-off). [default: rwsem]
-    #[arg(long, value_delimiter = ',')]
-    pub lock: Option<Vec<String>>,
+    #[arg(long, value_delimiter = ',', value_parser = super::named(&LockKind::ALL, LockKind::name))]
+    pub lock: Option<Vec<LockKind>>,
 
     /// DESIGN §1.3's anon_vma rule, comma separated: on (an adjustment that
     /// only moves a VMA's end takes no anon_vma lock), off (every
     /// adjustment takes it). [default: on]
-    #[arg(long, value_delimiter = ',')]
-    pub anon_rule: Option<Vec<String>>,
+    #[arg(long, value_delimiter = ',', value_parser = super::named(&[true, false], run::rule_name))]
+    pub anon_rule: Option<Vec<bool>>,
 
     /// The machine: host (this one's NUMA nodes and CPUs, workers pinned
     /// one per CPU) or NxM, N emulated nodes of M CPUs mapped onto the
@@ -121,11 +121,11 @@ impl RunArgs {
     /// error is one line naming the bad value and the valid ones.
     pub fn to_config(&self) -> Result<RunConfig, LabError> {
         let workloads = match &self.workloads {
-            Some(names) => parse_names(names, &Workload::ALL, Workload::name, "workload")?,
+            Some(w) => super::dedup(w),
             None => Workload::ALL.to_vec(),
         };
         let modes = match &self.mode {
-            Some(names) => parse_names(names, &Mode::ALL, Mode::name, "mode")?,
+            Some(m) => super::dedup(m),
             None => Mode::ALL.to_vec(),
         };
         // A processes-only workload the user named, with no processes
@@ -142,7 +142,7 @@ impl RunArgs {
             }
         }
         let indexes = match &self.index {
-            Some(names) => parse_names(names, &IndexKind::ALL, IndexKind::name, "index")?,
+            Some(i) => super::dedup(i),
             None => IndexKind::ALL.to_vec(),
         };
         let threads = match &self.threads {
@@ -179,15 +179,15 @@ impl RunArgs {
             },
         };
         let imaps = match &self.imap {
-            Some(names) => parse_names(names, &ImapDesign::ALL, ImapDesign::name, "i_mmap design")?,
+            Some(d) => super::dedup(d),
             None => vec![ImapDesign::default()],
         };
         let locks = match &self.lock {
-            Some(names) => parse_names(names, &LockKind::ALL, LockKind::name, "lock")?,
+            Some(l) => super::dedup(l),
             None => vec![LockKind::default()],
         };
         let anon_rules = match &self.anon_rule {
-            Some(names) => parse_names(names, &[true, false], run::rule_name, "anon rule setting")?,
+            Some(r) => super::dedup(r),
             None => vec![true],
         };
         let topology = run::parse_topology(self.topology.as_deref())?;
@@ -260,7 +260,9 @@ mod tests {
     use super::*;
     use vmlab::run::harness::Mode;
 
-    fn args(extra: &[&str]) -> Result<RunConfig, LabError> {
+    /// Parses and resolves `extra`; an error from either step, as text
+    /// (clap refuses unknown names itself, `to_config` the rest).
+    fn args(extra: &[&str]) -> Result<RunConfig, String> {
         use clap::Parser;
         #[derive(Parser)]
         struct Cli {
@@ -269,7 +271,8 @@ mod tests {
         }
         let mut argv = vec!["run"];
         argv.extend(extra);
-        Cli::try_parse_from(argv).unwrap().run.to_config()
+        let cli = Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
+        cli.run.to_config().map_err(|e| e.0)
     }
 
     #[test]
@@ -299,7 +302,12 @@ mod tests {
         assert!(args(&["--threads", "0"]).is_err());
         assert!(args(&["--threads", "x"]).is_err());
         assert!(args(&["--workloads", "page_fault9"]).is_err());
-        assert!(args(&["--index", "btree"]).is_err());
+        let e = args(&["--index", "btree"]).unwrap_err();
+        assert!(e.contains("possible values: maple, legacy"), "{e}");
+        assert_eq!(
+            args(&["--index", "maple,maple"]).unwrap().indexes,
+            [IndexKind::Maple]
+        );
         assert!(args(&["--duration", "0"]).is_err());
         // Too short to complete an operation: refused, not a 0 ops/s figure.
         assert!(args(&["--duration", "1e-9"]).is_err());
@@ -320,7 +328,7 @@ mod tests {
         for bad in ["100001", "-1", "many", ""] {
             let flag = format!("--resident-vmas={bad}");
             let e = args(&[&flag]).unwrap_err();
-            assert!(e.0.starts_with("--resident-vmas: "), "{bad}: {e}");
+            assert!(e.starts_with("--resident-vmas: "), "{bad}: {e}");
         }
     }
 
@@ -328,7 +336,7 @@ mod tests {
     fn processes_only_workloads_need_processes_mode() {
         for w in ["execl", "aim7-brk", "brk1,execl"] {
             let e = args(&["--workloads", w, "--mode", "threads"]).unwrap_err();
-            assert!(e.0.contains("processes mode only"), "{w}: {e}");
+            assert!(e.contains("processes mode only"), "{w}: {e}");
             assert!(args(&["--workloads", w, "--mode", "threads,processes"]).is_ok());
         }
         // Not named, only defaulted: skipped when the runs start.
