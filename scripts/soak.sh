@@ -29,12 +29,12 @@ trap 'rm -rf "$log"' EXIT
 start=$(date +%s)
 
 echo "soak: building"
-cargo test --release -p maple --test stress --no-run -q 2>/dev/null
+cargo test --release -p vmscale-maple --test stress --no-run -q 2>/dev/null
 cargo test --release -p mm --test stress --test imap_stress --no-run -q 2>/dev/null
 
 echo "soak: tree, ${tree}s"
 # Two tests (two seeds) share the time.
-MAPLE_STRESS_SECS=$((tree / 2)) cargo test --release -q -p maple --test stress -- --nocapture \
+MAPLE_STRESS_SECS=$((tree / 2)) cargo test --release -q -p vmscale-maple --test stress -- --nocapture \
     >"$log/tree" 2>&1 || { cat "$log/tree"; exit 1; }
 echo "soak: model, ${model}s"
 # Its two tests (maple and legacy indexes) run side by side.

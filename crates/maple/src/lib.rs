@@ -43,7 +43,7 @@
 //! pinning costs a few nanoseconds and touches only the pinning thread's own
 //! state, which the `vmbench tree` benchmark measures (`load` vs `load_pin`).
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 mod error;
 mod iter;

@@ -1,7 +1,7 @@
 //! Model test of the reader/writer protocol with shuttle, which explores
 //! thread interleavings at every atomic operation of the real tree code.
 //!
-//! Run with `RUSTFLAGS="--cfg vmscale_shuttle" cargo test -p maple --test
+//! Run with `RUSTFLAGS="--cfg vmscale_shuttle" cargo test -p vmscale-maple --test
 //! shuttle_model --release` (`.ci/run` does). In that configuration the
 //! tree's atomics and writer lock are shuttle's, and replaced nodes are
 //! never freed, so what is checked is the protocol itself: copy, publish

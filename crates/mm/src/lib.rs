@@ -40,7 +40,7 @@
 //! assert_eq!(mm.map_count(), 1);
 //! ```
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 pub mod anon;
 mod errno;

@@ -62,7 +62,7 @@ pub struct ReplayArgs {
 /// Runs `vmbench record`. The trace is written to a temporary file beside
 /// `--out` and renamed into place only once complete, so whatever was at
 /// `--out` survives a command that cannot start, a failed recording or an
-/// interrupt (see [`crate::output`]). Returns the recorded program's exit
+/// interrupt (see [`vmresults::output`]). Returns the recorded program's exit
 /// status (128 + N for a program killed by signal N), which `vmbench`
 /// exits with, so scripts can rely on it.
 pub fn record(args: &RecordArgs) -> Result<u8, BenchError> {
