@@ -17,10 +17,38 @@
 //! A configuration that cannot be measured (a failed call, a workload
 //! refusing a mode) is reported on stderr and left out of the results; the
 //! table then shows `-` for it, never a zero.
+//!
+//! # Points, interruption and resumption
+//!
+//! A run is a list of [`Point`]s: for the `run` workloads one point is one
+//! configuration at one thread count in one repetition (one sample); for
+//! `tree` one point is one repetition at one structure size, a pass that
+//! measures every kept implementation and operation at that size (a sample
+//! per implementation and operation), because the implementations share
+//! the generated workload of the pass. Every point's samples are appended
+//! to `results.jsonl` as soon as it is measured ([`SampleWriter`]).
+//!
+//! The first SIGINT or SIGTERM stops the run after the point being
+//! measured; the tables, plots, page and summary are still written from
+//! what was measured, and the run fails with a line saying how to resume
+//! it. A second signal ends the process at once.
+//!
+//! [`resume`] measures only the points of the recorded plan that have no
+//! sample in `results.jsonl`, and appends them. "The same command" is the
+//! same resolved plan: every run writes its [`Plan`] (workloads, designs,
+//! thread counts, repetitions, durations, sizes, topology, pinning; not
+//! the directory) to `plan.json`, and a resumption either takes that plan
+//! as it is or, given options, must resolve them to the very same plan,
+//! so defaults that depend on the machine (the thread counts) are
+//! compared as they were resolved. It also refuses a directory measured
+//! on another machine (`machine.json`).
 
+use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use mm::imap::ImapDesign;
@@ -33,9 +61,14 @@ use crate::run::resident;
 use crate::run::workload::Workload;
 use crate::tree::{self, Impl, Op, Scale, TreeConfig};
 use crate::LabError;
+use serde::{Deserialize, Serialize};
 use vmresults::compare;
 use vmresults::plot;
-use vmresults::samples::{self as results, Machine, Sample};
+use vmresults::samples::{self as results, Machine, Sample, SampleWriter};
+
+mod summary;
+
+pub use summary::summary;
 
 /// One configuration of one workload.
 #[derive(Debug, Clone)]
@@ -221,6 +254,68 @@ pub struct Plan {
     pub out: PathBuf,
 }
 
+/// One unit of measurement of a suite run, and of its resumption: what
+/// is measured, and recorded, whole or not at all (see the module
+/// documentation).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Point {
+    /// A `run` workload: one configuration at one thread count in one
+    /// repetition.
+    Run {
+        /// The workload, e.g. `brk1`.
+        workload: String,
+        /// The configuration's label, e.g. `maple threads`.
+        config: String,
+        /// Worker threads.
+        threads: usize,
+        /// Repetition, from 0.
+        rep: usize,
+    },
+    /// A `tree` pass: every kept implementation and operation at one size
+    /// in one repetition.
+    Tree {
+        /// Structure size (entries).
+        size: usize,
+        /// Repetition, from 0.
+        rep: usize,
+    },
+}
+
+impl Point {
+    /// The point `sample` belongs to; `None` for a `tree` sample whose
+    /// metric names no size.
+    pub fn of(sample: &Sample) -> Option<Point> {
+        if sample.workload == "tree" {
+            let (_, size) = sample.metric.rsplit_once(" n=")?;
+            return Some(Point::Tree {
+                size: size.parse().ok()?,
+                rep: sample.rep,
+            });
+        }
+        Some(Point::Run {
+            workload: sample.workload.clone(),
+            config: sample.config.clone(),
+            threads: sample.threads,
+            rep: sample.rep,
+        })
+    }
+}
+
+impl std::fmt::Display for Point {
+    /// `brk1 maple threads x2 (run 1)`, `tree n=1000 (run 2)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Point::Run {
+                workload,
+                config,
+                threads,
+                rep,
+            } => write!(f, "{workload} {config} x{threads} (run {})", rep + 1),
+            Point::Tree { size, rep } => write!(f, "tree n={size} (run {})", rep + 1),
+        }
+    }
+}
+
 impl Plan {
     /// The configurations of `workload` that `--designs` keeps.
     fn configs(&self, workload: &str) -> Vec<Config> {
@@ -242,43 +337,202 @@ impl Plan {
             .collect()
     }
 
-    /// How many progress steps the run has: one per measured point and
-    /// repetition (one per repetition for `tree`, which measures every
-    /// kept implementation in one pass).
-    pub fn steps(&self) -> u64 {
-        let mut n = 0;
-        for w in &self.workloads {
-            let configs = self.configs(w).len();
-            let per_config = if *w == "tree" {
-                // One tree pass measures every kept implementation.
-                usize::from(configs > 0)
-            } else {
-                configs * self.threads.len()
-            };
-            n += per_config * self.repeat;
+    /// Every point of the run, in run order: workload by workload; within
+    /// one, repetitions are the outer loop, so a disturbance of the
+    /// machine spreads over configurations instead of biasing one.
+    pub fn points(&self) -> Vec<Point> {
+        let mut out = Vec::new();
+        for &w in &self.workloads {
+            let configs = self.configs(w);
+            if configs.is_empty() {
+                continue;
+            }
+            for rep in 0..self.repeat {
+                if w == "tree" {
+                    // One tree pass measures every kept implementation.
+                    out.extend(
+                        self.tree_sizes
+                            .iter()
+                            .map(|&size| Point::Tree { size, rep }),
+                    );
+                    continue;
+                }
+                for c in &configs {
+                    for &threads in &self.threads {
+                        out.push(Point::Run {
+                            workload: w.to_string(),
+                            config: c.label.clone(),
+                            threads,
+                            rep,
+                        });
+                    }
+                }
+            }
         }
-        n as u64
+        out
+    }
+
+    /// How many progress steps the run has: one per [`Point`].
+    pub fn steps(&self) -> u64 {
+        self.points().len() as u64
+    }
+
+    /// What `plan.json` records of the plan: everything but the directory.
+    fn record(&self) -> PlanRecord {
+        PlanRecord {
+            workloads: self.workloads.iter().map(|w| w.to_string()).collect(),
+            designs: self.designs.clone(),
+            threads: self.threads.clone(),
+            repeat: self.repeat,
+            duration_ns: nanos(self.timing.duration),
+            warmup_ns: nanos(self.timing.warmup),
+            resident_vmas: self.resident_vmas,
+            tree_sizes: self.tree_sizes.clone(),
+            tree_min_read_ops: self.tree_scale.min_read_ops,
+            tree_min_write_ops: self.tree_scale.min_write_ops,
+            tree_gap_budget_ns: nanos(self.tree_scale.gap_budget),
+            topology: self.topology.to_string(),
+            pin: self.pin,
+        }
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The points of `plan` that no sample of `samples` belongs to, in run
+/// order: what a resumption still has to measure.
+pub fn missing_points(plan: &Plan, samples: &[Sample]) -> Vec<Point> {
+    let done: BTreeSet<Point> = samples.iter().filter_map(Point::of).collect();
+    plan.points()
+        .into_iter()
+        .filter(|p| !done.contains(p))
+        .collect()
+}
+
+/// A [`Plan`] as `plan.json` holds it: resolved values only, so two
+/// command lines that resolve to the same run compare equal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlanRecord {
+    workloads: Vec<String>,
+    designs: Option<Vec<String>>,
+    threads: Vec<usize>,
+    repeat: usize,
+    duration_ns: u64,
+    warmup_ns: u64,
+    resident_vmas: usize,
+    tree_sizes: Vec<usize>,
+    tree_min_read_ops: usize,
+    tree_min_write_ops: usize,
+    tree_gap_budget_ns: u64,
+    topology: String,
+    pin: bool,
+}
+
+impl PlanRecord {
+    /// The plan this record describes, writing into `out`.
+    fn plan(&self, out: &Path) -> Result<Plan, LabError> {
+        let bad = |what: String| LabError(format!("--resume: {}: {what}", out.display()));
+        let mut workloads = Vec::new();
+        for name in &self.workloads {
+            match WORKLOADS.iter().find(|&&w| w == name) {
+                Some(&w) => workloads.push(w),
+                None => return Err(bad(format!("plan.json names an unknown workload '{name}'"))),
+            }
+        }
+        let known = design_names();
+        if let Some(d) = self
+            .designs
+            .iter()
+            .flatten()
+            .find(|d| !known.contains(&d.as_str()))
+        {
+            return Err(bad(format!("plan.json names an unknown design '{d}'")));
+        }
+        if self.repeat == 0 || self.threads.contains(&0) || self.tree_sizes.contains(&0) {
+            return Err(bad("plan.json holds a count of 0".to_string()));
+        }
+        let topology = if self.topology.starts_with("host") {
+            let host = mm::topology::host();
+            if host.to_string() != self.topology {
+                return Err(bad(format!(
+                    "it was measured on the host topology {}, this machine's is {host}",
+                    self.topology
+                )));
+            }
+            host
+        } else {
+            crate::run::parse_topology(Some(&self.topology))
+                .map_err(|e| bad(format!("plan.json: {e}")))?
+        };
+        Ok(Plan {
+            workloads,
+            designs: self.designs.clone(),
+            threads: self.threads.clone(),
+            repeat: self.repeat,
+            timing: Timing {
+                duration: Duration::from_nanos(self.duration_ns),
+                warmup: Duration::from_nanos(self.warmup_ns),
+            },
+            resident_vmas: self.resident_vmas,
+            tree_sizes: self.tree_sizes.clone(),
+            tree_scale: Scale {
+                min_read_ops: self.tree_min_read_ops,
+                min_write_ops: self.tree_min_write_ops,
+                gap_budget: Duration::from_nanos(self.tree_gap_budget_ns),
+            },
+            topology,
+            pin: self.pin,
+            out: out.to_path_buf(),
+        })
+    }
+
+    /// The fields in which `now` differs from this record, as
+    /// `name: <recorded> recorded, <now> now`, joined by `; `.
+    fn difference(&self, now: &PlanRecord) -> Option<String> {
+        let (Ok(serde_json::Value::Object(a)), Ok(serde_json::Value::Object(b))) =
+            (serde_json::to_value(self), serde_json::to_value(now))
+        else {
+            return (self != now).then(|| "the plans differ".to_string());
+        };
+        let diffs: Vec<String> = a
+            .iter()
+            .filter_map(|(k, va)| {
+                let vb = b.get(k).unwrap_or(&serde_json::Value::Null);
+                (va != vb).then(|| format!("{k}: {va} recorded, {vb} now"))
+            })
+            .collect();
+        (!diffs.is_empty()).then(|| diffs.join("; "))
     }
 }
 
 /// The files a suite writes into its results directory, besides a plot
 /// (`<workload>.svg`, `<workload>.png`) per workload.
-const SUITE_FILES: [&str; 6] = [
+const SUITE_FILES: [&str; 8] = [
     "command.txt",
     "machine.json",
+    "plan.json",
     "results.jsonl",
     "table.txt",
     "table.md",
+    "summary.txt",
     "index.html",
 ];
 
 /// Measures everything `plan` asks for and writes the results directory
-/// (`results.jsonl`, tables, plots, page); `command` is recorded in it as
-/// the command that produced it. A directory that exists and is not empty
-/// is refused unless `force`, which first removes the files an earlier
-/// suite wrote there.
+/// (`results.jsonl`, appended point by point, then tables, plots, page
+/// and summary); `command` is recorded in it as the command that produced
+/// it. A directory that exists and is not empty is refused unless `force`,
+/// which first removes the files an earlier suite wrote there.
+///
+/// Interrupted by SIGINT or SIGTERM, the run stops after the point being
+/// measured, writes the tables, plots and page from what it measured, and
+/// fails with a one-line error that says how to [`resume`] it.
 pub fn run(plan: &Plan, command: &str, force: bool) -> Result<(), LabError> {
-    if plan.steps() == 0 {
+    let points = plan.points();
+    if points.is_empty() {
         // Refused before anything is created: no empty results directory.
         return Err(LabError(format!(
             "nothing to measure: --designs {} keeps no configuration of the workloads {}",
@@ -287,11 +541,14 @@ pub fn run(plan: &Plan, command: &str, force: bool) -> Result<(), LabError> {
         )));
     }
     let created = prepare_out(&plan.out, force)?;
-    let result = measure_and_write(plan, command);
-    if result.is_err() && !plan.out.join("results.jsonl").exists() {
+    let machine = Machine::detect(&plan.topology);
+    let result = record_run(plan, &machine, command)
+        .and_then(|()| measure_and_write(plan, &machine, command, Vec::new(), points));
+    let jsonl = plan.out.join("results.jsonl");
+    if result.is_err() && fs::metadata(&jsonl).map_or(true, |m| m.len() == 0) {
         // Nothing measured: take back what this run wrote, and the
         // directory if this run made it.
-        for f in ["command.txt", "machine.json"] {
+        for f in ["command.txt", "machine.json", "plan.json", "results.jsonl"] {
             let _ = fs::remove_file(plan.out.join(f));
         }
         if created {
@@ -299,6 +556,93 @@ pub fn run(plan: &Plan, command: &str, force: bool) -> Result<(), LabError> {
         }
     }
     result
+}
+
+/// Resumes the interrupted run in `dir`: measures the points of its
+/// recorded plan that `results.jsonl` lacks, appends them, and writes the
+/// tables, plots, page and summary from the whole file. `given` is the
+/// plan of the options given with `--resume`, if any: it must be the
+/// recorded one (the directory aside). A torn last line of
+/// `results.jsonl` is reported and cut off first. `command` is added to
+/// `command.txt` as the command that resumed the run.
+pub fn resume(dir: &Path, given: Option<&Plan>, command: &str) -> Result<(), LabError> {
+    let shown = dir.display();
+    let plan_json = dir.join("plan.json");
+    let text = match fs::read_to_string(&plan_json) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !dir.is_dir() => {
+            return Err(LabError(format!("--resume: {shown} is not a directory")))
+        }
+        Err(e) => {
+            return Err(LabError(format!(
+                "--resume: cannot read {}: {e} (only a directory written by vmbench suite can be resumed)",
+                plan_json.display()
+            )))
+        }
+    };
+    let recorded: PlanRecord = serde_json::from_str(&text).map_err(|e| {
+        LabError(format!(
+            "--resume: {} is not a suite plan: {}",
+            plan_json.display(),
+            e.to_string().escape_debug()
+        ))
+    })?;
+    if let Some(given) = given {
+        if let Some(diff) = recorded.difference(&given.record()) {
+            return Err(LabError(format!(
+                "--resume: the options given plan another run than the one recorded in {} ({diff}); \
+                 give --resume alone to resume the recorded run",
+                plan_json.display()
+            )));
+        }
+    }
+    let plan = recorded.plan(dir)?;
+    let machine_json = dir.join("machine.json");
+    let machine: Machine = fs::read_to_string(&machine_json)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+        .map_err(|e| {
+            LabError(format!(
+                "--resume: cannot read the machine of {}: {}",
+                machine_json.display(),
+                e.escape_debug()
+            ))
+        })?;
+    let here = Machine::detect(&plan.topology);
+    if here != machine {
+        return Err(LabError(format!(
+            "--resume: {shown} was measured on another machine ({}, {} CPUs, {} nodes, kernel {}, \
+             topology {}); one table cannot mix two machines",
+            machine.cpu_model, machine.cpus, machine.nodes, machine.kernel, machine.topology
+        )));
+    }
+    let jsonl = dir.join("results.jsonl");
+    let done = results::load_for_append(&jsonl).map_err(|e| LabError(format!("--resume: {e}")))?;
+    let todo = missing_points(&plan, &done);
+    let original = fs::read_to_string(dir.join("command.txt")).unwrap_or_default();
+    let original = original.lines().next().unwrap_or(command).to_string();
+    if todo.is_empty() {
+        eprintln!("vmbench suite: {shown}: every point was measured; writing the results again");
+        if done.is_empty() {
+            return Err(LabError(format!(
+                "--resume: {shown}: its plan has no point to measure"
+            )));
+        }
+        return write_results(&plan, &machine, &original, &done, None);
+    }
+    let mut log = fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(dir.join("command.txt"))
+        .map_err(|e| LabError(format!("--resume: cannot write to {shown}: {e}")))?;
+    std::io::Write::write_all(&mut log, format!("resumed: {command}\n").as_bytes())
+        .map_err(|e| LabError(format!("--resume: cannot write to {shown}: {e}")))?;
+    eprintln!(
+        "vmbench suite: resuming {shown}: {} of {} points left to measure",
+        todo.len(),
+        plan.points().len()
+    );
+    measure_and_write(&plan, &machine, &original, done, todo)
 }
 
 /// Makes `out` ready: created if absent (returns true), refused if it is
@@ -346,188 +690,294 @@ fn prepare_out(out: &Path, force: bool) -> Result<bool, LabError> {
     }
 }
 
-/// The measurement and the results, into a prepared directory.
-fn measure_and_write(plan: &Plan, command: &str) -> Result<(), LabError> {
-    let machine = Machine::detect(&plan.topology);
+/// Writes what a run is, before it measures: its command, its machine and
+/// its plan.
+fn record_run(plan: &Plan, machine: &Machine, command: &str) -> Result<(), LabError> {
     write_file(&plan.out.join("command.txt"), &format!("{command}\n"))?;
-    let json = serde_json::to_string_pretty(&machine)
+    let json = serde_json::to_string_pretty(machine)
         .map_err(|e| LabError(format!("machine.json: {e}")))?;
     write_file(&plan.out.join("machine.json"), &format!("{json}\n"))?;
+    let json = serde_json::to_string_pretty(&plan.record())
+        .map_err(|e| LabError(format!("plan.json: {e}")))?;
+    write_file(&plan.out.join("plan.json"), &format!("{json}\n"))
+}
 
-    let bar = ProgressBar::new(plan.steps());
+/// Stops a run at the next point on the first SIGINT or SIGTERM; a second
+/// one ends the process. The handlers go when this is dropped.
+struct StopSignals {
+    stop: Arc<AtomicBool>,
+    ids: Vec<signal_hook::SigId>,
+}
+
+impl StopSignals {
+    fn install() -> Result<StopSignals, LabError> {
+        use signal_hook::consts::{SIGINT, SIGTERM};
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut me = StopSignals {
+            stop: Arc::clone(&stop),
+            ids: Vec::new(),
+        };
+        for sig in [SIGINT, SIGTERM] {
+            let fail = |e: std::io::Error| LabError(format!("cannot handle signal {sig}: {e}"));
+            // The exit is registered first: it sees the flag the first
+            // signal set only from the second signal on.
+            me.ids.push(
+                signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, Arc::clone(&stop))
+                    .map_err(fail)?,
+            );
+            me.ids
+                .push(signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(fail)?);
+        }
+        Ok(me)
+    }
+
+    fn requested(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for StopSignals {
+    fn drop(&mut self) {
+        for id in self.ids.drain(..) {
+            signal_hook::low_level::unregister(id);
+        }
+    }
+}
+
+/// Measures `todo`, appending every point's samples to `results.jsonl` as
+/// it is measured, then writes the tables, plots, page and summary from
+/// `done` and the new samples.
+fn measure_and_write(
+    plan: &Plan,
+    machine: &Machine,
+    command: &str,
+    done: Vec<Sample>,
+    todo: Vec<Point>,
+) -> Result<(), LabError> {
+    let jsonl = plan.out.join("results.jsonl");
+    let mut writer = SampleWriter::append(&jsonl)
+        .map_err(|e| LabError(format!("writing {}: {e}", jsonl.display())))?;
+    let signals = StopSignals::install()?;
+    let bar = ProgressBar::new(todo.len() as u64);
     bar.set_style(
         ProgressStyle::with_template(
             "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} ETA {eta} {msg}",
         )
         .map_err(|e| LabError(format!("progress bar: {e}")))?,
     );
-    let mut samples: Vec<Sample> = Vec::new();
+    let mut samples = done;
     let mut failures: Vec<String> = Vec::new();
-    for &workload in &plan.workloads {
-        let configs = plan.configs(workload);
-        if configs.is_empty() {
-            continue;
+    let mut failed: BTreeSet<(String, String, usize)> = BTreeSet::new();
+    let mut interrupted = false;
+    for point in &todo {
+        if signals.requested() {
+            interrupted = true;
+            break;
         }
-        if workload == "tree" {
-            run_tree(plan, &configs, &bar, &mut samples)?;
-        } else {
-            run_workload(plan, workload, &configs, &bar, &mut samples, &mut failures);
-        }
+        bar.set_message(point.to_string());
+        let measured = match point {
+            Point::Tree { size, rep } => measure_tree(plan, *size, *rep, &bar)?,
+            Point::Run {
+                workload,
+                config,
+                threads,
+                rep,
+            } => {
+                let key = (workload.clone(), config.clone(), *threads);
+                if failed.contains(&key) {
+                    bar.inc(1);
+                    continue;
+                }
+                match measure_run(plan, workload, config, *threads, *rep) {
+                    Ok(s) => vec![s],
+                    Err(e) => {
+                        failures.push(format!("{workload} {config} x{threads}: {e}"));
+                        failed.insert(key);
+                        Vec::new()
+                    }
+                }
+            }
+        };
+        writer
+            .write_all(&measured)
+            .map_err(|e| LabError(format!("writing {}: {e}", jsonl.display())))?;
+        samples.extend(measured);
+        bar.inc(1);
     }
+    // A signal during the last point still counts as an interruption.
+    interrupted |= signals.requested();
+    drop(signals);
     bar.finish_and_clear();
     for f in &failures {
         eprintln!("vmbench suite: not measured: {f}");
     }
     if samples.is_empty() {
-        return Err(LabError(
-            "nothing was measured: every configuration failed (see above)".to_string(),
-        ));
+        return Err(LabError(if interrupted {
+            "interrupted before any point was measured".to_string()
+        } else {
+            "nothing was measured: every configuration failed (see above)".to_string()
+        }));
     }
-    write_results(&plan.out, &machine, command, &samples)?;
-    Ok(())
+    let stop = interrupted.then(|| {
+        let left = missing_points(plan, &samples).len();
+        let total = plan.points().len();
+        format!(
+            "interrupted: {} of {total} points measured ({} samples in {}); resume with: \
+             vmbench suite --resume {}",
+            total - left,
+            samples.len(),
+            jsonl.display(),
+            plan.out.display()
+        )
+    });
+    write_results(plan, machine, command, &samples, stop)
 }
 
-/// Measure every (configuration, thread count, repetition) of a `run`
-/// workload. Repetitions are the outer loop, so a disturbance of the
-/// machine spreads over configurations instead of biasing one.
-fn run_workload(
+/// One point of a `run` workload: its sample, or why it has none.
+fn measure_run(
     plan: &Plan,
     workload: &str,
-    configs: &[Config],
-    bar: &ProgressBar,
-    samples: &mut Vec<Sample>,
-    failures: &mut Vec<String>,
-) {
+    label: &str,
+    threads: usize,
+    rep: usize,
+) -> Result<Sample, String> {
     let Some(w) = Workload::ALL.iter().copied().find(|w| w.name() == workload) else {
-        failures.push(format!("{workload}: not a run workload"));
-        return;
+        return Err("not a run workload".to_string());
     };
-    let mut failed: Vec<String> = Vec::new();
-    for rep in 0..plan.repeat {
-        for config in configs {
-            let ConfigKind::Run {
-                mode,
-                index,
-                imap,
-                lock,
-                anon_rule,
-            } = config.kind
-            else {
-                continue;
-            };
-            for &threads in &plan.threads {
-                bar.set_message(format!(
-                    "{workload} {} x{threads} (run {}/{})",
-                    config.label,
-                    rep + 1,
-                    plan.repeat
-                ));
-                bar.inc(1);
-                let key = format!("{workload} {} x{threads}", config.label);
-                if failed.contains(&key) {
-                    continue;
-                }
-                let spec = Spec {
-                    workload: w,
-                    mode,
-                    index,
-                    threads,
-                    resident: resident::DEFAULT_RESIDENT,
-                    resident_vmas: plan.resident_vmas,
-                    imap,
-                    lock,
-                    anon_rule,
-                    topology: Arc::clone(&plan.topology),
-                    pin: plan.pin,
-                };
-                match harness::measure(&spec, &plan.timing) {
-                    Ok(m) if m.ops > 0 => samples.push(Sample {
-                        workload: workload.to_string(),
-                        metric: "ops/s".to_string(),
-                        unit: "ops/s".to_string(),
-                        higher_is_better: true,
-                        config: config.label.clone(),
-                        threads,
-                        rep,
-                        value: m.ops_per_sec(),
-                    }),
-                    Ok(_) => {
-                        failures.push(format!(
-                            "{key}: no operation completed in the timed interval"
-                        ));
-                        failed.push(key);
-                    }
-                    Err(e) => {
-                        failures.push(format!("{key}: {e}"));
-                        failed.push(key);
-                    }
-                }
-            }
-        }
+    let Some(ConfigKind::Run {
+        mode,
+        index,
+        imap,
+        lock,
+        anon_rule,
+    }) = configs(workload)
+        .into_iter()
+        .find(|c| c.label == label)
+        .map(|c| c.kind)
+    else {
+        return Err("not a configuration of this workload".to_string());
+    };
+    let spec = Spec {
+        workload: w,
+        mode,
+        index,
+        threads,
+        resident: resident::DEFAULT_RESIDENT,
+        resident_vmas: plan.resident_vmas,
+        imap,
+        lock,
+        anon_rule,
+        topology: Arc::clone(&plan.topology),
+        pin: plan.pin,
+    };
+    match harness::measure(&spec, &plan.timing) {
+        Ok(m) if m.ops > 0 => Ok(Sample {
+            workload: workload.to_string(),
+            metric: "ops/s".to_string(),
+            unit: "ops/s".to_string(),
+            higher_is_better: true,
+            config: label.to_string(),
+            threads,
+            rep,
+            value: m.ops_per_sec(),
+        }),
+        Ok(_) => Err("no operation completed in the timed interval".to_string()),
+        Err(e) => Err(e.to_string()),
     }
 }
 
-/// The tree microbenchmarks, once per repetition; every figure is a sample
-/// of its implementation at its operation and size.
-fn run_tree(
+/// One tree pass at one size: every figure is a sample of its
+/// implementation at its operation and size.
+fn measure_tree(
     plan: &Plan,
-    configs: &[Config],
+    size: usize,
+    rep: usize,
     bar: &ProgressBar,
-    samples: &mut Vec<Sample>,
-) -> Result<(), LabError> {
-    let impls: Vec<Impl> = configs
+) -> Result<Vec<Sample>, LabError> {
+    let impls: Vec<Impl> = plan
+        .configs("tree")
         .iter()
         .filter_map(|c| match c.kind {
             ConfigKind::Tree(i) => Some(i),
             ConfigKind::Run { .. } => None,
         })
         .collect();
-    for rep in 0..plan.repeat {
-        bar.set_message(format!("tree (run {}/{})", rep + 1, plan.repeat));
-        bar.inc(1);
-        let cfg = TreeConfig {
-            sizes: plan.tree_sizes.clone(),
-            repeat: 1,
-            ops: TREE_OPS.to_vec(),
-            impls: impls.clone(),
-            scale: plan.tree_scale,
-            seed: tree::DEFAULT_SEED.wrapping_add(rep as u64),
-        };
-        // The tree benchmark notes its progress on stderr; the bar is
-        // suspended so the two do not interleave.
-        bar.suspend(|| {
-            tree::run(&cfg, &mut |r| {
-                samples.push(Sample {
-                    workload: "tree".to_string(),
-                    metric: format!("{} n={}", r.op, r.n),
-                    unit: r.unit.to_string(),
-                    higher_is_better: false,
-                    config: r.imp.to_string(),
-                    threads: r.threads,
-                    rep,
-                    value: r.value,
-                })
+    let cfg = TreeConfig {
+        sizes: vec![size],
+        repeat: 1,
+        ops: TREE_OPS.to_vec(),
+        impls,
+        scale: plan.tree_scale,
+        seed: tree::DEFAULT_SEED.wrapping_add(rep as u64),
+    };
+    let mut samples = Vec::new();
+    // The tree benchmark notes its progress on stderr; the bar is
+    // suspended so the two do not interleave.
+    bar.suspend(|| {
+        tree::run(&cfg, &mut |r| {
+            samples.push(Sample {
+                workload: "tree".to_string(),
+                metric: format!("{} n={}", r.op, r.n),
+                unit: r.unit.to_string(),
+                higher_is_better: false,
+                config: r.imp.to_string(),
+                threads: r.threads,
+                rep,
+                value: r.value,
             })
-        })?;
-    }
-    Ok(())
+        })
+    })?;
+    Ok(samples)
 }
 
-/// Write the samples, the tables, the plots and the page.
+/// `samples` in the order of the plan's workloads and, within a `run`
+/// workload, of its configurations (the baseline first), whatever order a
+/// resumed file holds them in; tree samples keep their order.
+fn in_plan_order(samples: &[Sample]) -> Vec<Sample> {
+    let rank = |s: &Sample| {
+        let w = WORKLOADS
+            .iter()
+            .position(|&w| w == s.workload)
+            .unwrap_or(usize::MAX);
+        let c = if s.workload == "tree" {
+            0
+        } else {
+            configs(&s.workload)
+                .iter()
+                .position(|c| c.label == s.config)
+                .unwrap_or(usize::MAX)
+        };
+        (w, c)
+    };
+    let mut out = samples.to_vec();
+    out.sort_by_key(rank);
+    out
+}
+
+/// Writes the tables, the plots, the page and the summary from `samples`
+/// (all of `results.jsonl`); `stop` is the error of an interrupted run,
+/// returned once they are written.
 fn write_results(
-    dir: &Path,
+    plan: &Plan,
     machine: &Machine,
     command: &str,
     samples: &[Sample],
+    stop: Option<String>,
 ) -> Result<(), LabError> {
-    let io = |what: &Path, e: std::io::Error| LabError(format!("writing {}: {e}", what.display()));
-    let jsonl = dir.join("results.jsonl");
-    results::write_samples(&jsonl, samples).map_err(|e| io(&jsonl, e))?;
+    let dir = &plan.out;
+    let samples = in_plan_order(samples);
+    let samples = &samples[..];
     let tables = compare::suite_tables(samples);
     let text = compare::render_text(&tables);
     let markdown = compare::render_markdown(&tables);
     write_file(&dir.join("table.txt"), &text)?;
     write_file(&dir.join("table.md"), &markdown)?;
+    let summary = summary(samples);
+    let mut summary_text = summary.join("\n");
+    if !summary_text.is_empty() {
+        summary_text.push('\n');
+    }
+    write_file(&dir.join("summary.txt"), &summary_text)?;
     let mut plots = Vec::new();
     let mut workloads: Vec<&str> = Vec::new();
     for s in samples {
@@ -551,12 +1001,18 @@ fn write_results(
     plot::write_html(dir, title, machine, command, &markdown, &plots)
         .map_err(|e| LabError(format!("writing index.html: {e}")))?;
     println!("{text}");
+    for line in &summary {
+        println!("{line}");
+    }
     eprintln!(
-        "vmbench suite: {} samples; results in {} (results.jsonl, table.txt, table.md, plots, index.html)",
+        "vmbench suite: {} samples; results in {} (results.jsonl, table.txt, table.md, summary.txt, plots, index.html)",
         samples.len(),
         dir.display()
     );
-    Ok(())
+    match stop {
+        Some(e) => Err(LabError(e)),
+        None => Ok(()),
+    }
 }
 
 fn write_file(path: &Path, text: &str) -> Result<(), LabError> {
@@ -585,5 +1041,174 @@ mod tests {
         assert_eq!(configs("execl")[0].label, "imap=single");
         assert_eq!(configs("aim7-brk")[0].label, "rule=off");
         assert_eq!(configs("brk1")[0].label, "legacy processes");
+    }
+
+    fn plan(workloads: &[&'static str], designs: Option<&[&str]>) -> Plan {
+        Plan {
+            workloads: workloads.to_vec(),
+            designs: designs.map(|d| d.iter().map(|s| s.to_string()).collect()),
+            threads: vec![1, 2],
+            repeat: 2,
+            timing: Timing {
+                duration: Duration::from_millis(30),
+                warmup: Duration::from_millis(10),
+            },
+            resident_vmas: 10,
+            tree_sizes: vec![1_000, 10_000],
+            tree_scale: Scale::QUICK,
+            topology: mm::topology::host(),
+            pin: false,
+            out: PathBuf::from("unused"),
+        }
+    }
+
+    fn sample(workload: &str, metric: &str, config: &str, threads: usize, rep: usize) -> Sample {
+        Sample {
+            workload: workload.into(),
+            metric: metric.into(),
+            unit: "ops/s".into(),
+            higher_is_better: true,
+            config: config.into(),
+            threads,
+            rep,
+            value: 1.0,
+        }
+    }
+
+    #[test]
+    fn points_cover_every_repetition_and_samples_name_their_point() {
+        let p = plan(&["tree", "aim7-brk"], Some(&["maple", "rule-on"]));
+        let points = p.points();
+        // tree: 2 sizes x 2 repetitions; aim7-brk: 1 configuration x 2
+        // thread counts x 2 repetitions.
+        assert_eq!(points.len(), 4 + 4);
+        assert_eq!(p.steps(), 8);
+        assert_eq!(
+            points[0],
+            Point::Tree {
+                size: 1_000,
+                rep: 0
+            }
+        );
+        assert_eq!(
+            points[1],
+            Point::Tree {
+                size: 10_000,
+                rep: 0
+            }
+        );
+        assert_eq!(
+            points[4],
+            Point::Run {
+                workload: "aim7-brk".into(),
+                config: "rule=on".into(),
+                threads: 1,
+                rep: 0
+            }
+        );
+        assert_eq!(points[4].to_string(), "aim7-brk rule=on x1 (run 1)");
+        let t = sample("tree", "load_with_writer n=10000", "maple-shared", 4, 1);
+        assert_eq!(
+            Point::of(&t),
+            Some(Point::Tree {
+                size: 10_000,
+                rep: 1
+            })
+        );
+        assert_eq!(Point::of(&sample("tree", "load", "maple", 1, 0)), None);
+        let unique: BTreeSet<&Point> = points.iter().collect();
+        assert_eq!(unique.len(), points.len());
+    }
+
+    #[test]
+    fn missing_points_are_the_plan_less_what_was_measured() {
+        let p = plan(&["tree", "brk1"], Some(&["maple"]));
+        assert_eq!(missing_points(&p, &[]), p.points());
+        let measured = vec![
+            // A whole tree pass is several samples of one point.
+            sample("tree", "load n=1000", "maple", 1, 0),
+            sample("tree", "iter n=1000", "maple", 1, 0),
+            sample("brk1", "ops/s", "maple processes", 2, 1),
+            sample("brk1", "ops/s", "maple threads", 1, 0),
+            // Not a point of this plan: ignored.
+            sample("brk1", "ops/s", "legacy threads", 1, 0),
+        ];
+        let missing = missing_points(&p, &measured);
+        assert_eq!(missing.len(), p.points().len() - 3);
+        for s in &measured[..4] {
+            assert!(!missing.contains(&Point::of(s).unwrap()), "{s:?}");
+        }
+        // Run order is kept.
+        let points = p.points();
+        let order: Vec<&Point> = points.iter().filter(|x| missing.contains(x)).collect();
+        assert_eq!(order, missing.iter().collect::<Vec<_>>());
+        // Everything measured: nothing left.
+        let all: Vec<Sample> = p
+            .points()
+            .iter()
+            .map(|pt| match pt {
+                Point::Tree { size, rep } => {
+                    sample("tree", &format!("load n={size}"), "maple", 1, *rep)
+                }
+                Point::Run {
+                    workload,
+                    config,
+                    threads,
+                    rep,
+                } => sample(workload, "ops/s", config, *threads, *rep),
+            })
+            .collect();
+        assert!(missing_points(&p, &all).is_empty());
+    }
+
+    #[test]
+    fn the_recorded_plan_round_trips_and_names_its_first_difference() {
+        let p = plan(&["execl", "brk1"], Some(&["single", "maple"]));
+        let rec = p.record();
+        let json = serde_json::to_string(&rec).unwrap();
+        let back: PlanRecord = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, rec);
+        let again = back.plan(Path::new("elsewhere")).unwrap();
+        assert_eq!(again.record(), rec);
+        assert_eq!(again.points(), p.points());
+        assert_eq!(again.out, PathBuf::from("elsewhere"));
+        assert_eq!(rec.difference(&rec), None);
+        let mut other = p.clone();
+        other.threads = vec![1];
+        let d = rec.difference(&other.record()).unwrap();
+        assert_eq!(d, "threads: [1,2] recorded, [1] now");
+        other.repeat = 3;
+        let d = rec.difference(&other.record()).unwrap();
+        assert_eq!(
+            d,
+            "repeat: 2 recorded, 3 now; threads: [1,2] recorded, [1] now"
+        );
+        let mut bad = rec.clone();
+        bad.workloads.push("brk9".into());
+        let e = bad.plan(Path::new("d")).unwrap_err().0;
+        assert!(e.contains("unknown workload 'brk9'"), "{e}");
+        assert!(serde_json::from_str::<PlanRecord>("{\"workloads\": 1}").is_err());
+    }
+
+    #[test]
+    fn tables_see_the_baseline_first_whatever_the_file_order() {
+        let resumed = vec![
+            sample("brk1", "ops/s", "maple processes", 1, 0),
+            sample("tree", "load n=1000", "maple", 1, 0),
+            sample("brk1", "ops/s", "legacy processes", 1, 0),
+        ];
+        let ordered = in_plan_order(&resumed);
+        let order: Vec<(&str, &str)> = ordered
+            .iter()
+            .map(|s| (s.workload.as_str(), s.config.as_str()))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                ("tree", "maple"),
+                ("brk1", "legacy processes"),
+                ("brk1", "maple processes")
+            ]
+        );
     }
 }

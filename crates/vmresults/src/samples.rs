@@ -3,9 +3,11 @@
 //!
 //! | file | contents |
 //! |---|---|
-//! | `results.jsonl` | one [`Sample`] per line: one repetition of one figure |
+//! | `results.jsonl` | one [`Sample`] per line: one repetition of one figure, appended as measured ([`SampleWriter`]) |
 //! | `machine.json` | the [`Machine`] it ran on |
-//! | `command.txt` | the exact command line |
+//! | `command.txt` | the exact command line (and any command that resumed it) |
+//! | `plan.json` | the resolved plan and its arguments, which `--resume` checks |
+//! | `summary.txt` | three lines: what the run found |
 //! | `table.txt`, `table.md` | the comparison table |
 //! | `<workload>.svg`, `<workload>.png` | throughput vs threads per configuration |
 //! | `index.html` | the table and the plots on one page |
@@ -55,18 +57,189 @@ pub fn write_samples(path: &Path, samples: &[Sample]) -> io::Result<()> {
     out.flush()
 }
 
+/// Appends samples to a `results.jsonl` as they are measured: every
+/// [`write`](SampleWriter::write) is one whole line, handed to the
+/// operating system before it returns, so a run that is interrupted or
+/// crashes keeps every sample it reported.
+#[derive(Debug)]
+pub struct SampleWriter {
+    file: io::LineWriter<fs::File>,
+}
+
+impl SampleWriter {
+    /// Opens `path` for appending, creating it if absent. A file whose
+    /// last line lacks its newline (written by hand, or a sample that was
+    /// complete but for its newline) gets one first, so the next sample
+    /// starts a line of its own.
+    pub fn append(path: &Path) -> io::Result<SampleWriter> {
+        let mut file = fs::OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(path)?;
+        let len = file.metadata()?.len();
+        if len > 0 {
+            use std::io::{Read, Seek, SeekFrom};
+            let mut last = [0u8; 1];
+            file.seek(SeekFrom::Start(len - 1))?;
+            file.read_exact(&mut last)?;
+            if last[0] != b'\n' {
+                file.write_all(b"\n")?;
+            }
+        }
+        Ok(SampleWriter {
+            file: io::LineWriter::new(file),
+        })
+    }
+
+    /// Appends `sample` as one JSON line and flushes it.
+    pub fn write(&mut self, sample: &Sample) -> io::Result<()> {
+        self.write_all(std::slice::from_ref(sample))
+    }
+
+    /// Appends `samples`, one JSON line each, in one write, and flushes
+    /// them: the samples of one measured point reach the file together.
+    pub fn write_all(&mut self, samples: &[Sample]) -> io::Result<()> {
+        let mut buf = Vec::new();
+        for s in samples {
+            serde_json::to_writer(&mut buf, s)?;
+            buf.push(b'\n');
+        }
+        self.file.write_all(&buf)?;
+        self.file.flush()
+    }
+}
+
 /// Reads the samples of the results directory `dir`. The error is one line
-/// naming the file and, for a bad line, its number.
+/// naming the file and, for a bad line, its number. A torn last line (no
+/// newline, not a sample: the run writing it was killed mid-line) is
+/// dropped, with one line on stderr saying so.
 pub fn read_samples(dir: &Path) -> Result<Vec<Sample>, String> {
     let path = dir.join("results.jsonl");
     let text =
         fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    parse_samples(&text).map_err(|e| format!("{} {e}", path.display()))
+    let parsed = parse_lines(&text).map_err(|e| format!("{} {e}", path.display()))?;
+    if let Some(torn) = &parsed.torn {
+        eprintln!("{}", torn.report(&path));
+    }
+    if parsed.samples.is_empty() {
+        return Err(format!("{} holds no samples", path.display()));
+    }
+    Ok(parsed.samples)
+}
+
+/// A last line that was cut short: no newline, and not a sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TornLine {
+    /// Its line number, from 1.
+    pub line: usize,
+    /// Where it starts: the length in bytes of the file without it.
+    pub offset: u64,
+}
+
+impl TornLine {
+    /// The one-line report of this torn line in the file `path`.
+    pub fn report(&self, path: &Path) -> String {
+        format!(
+            "warning: {}: the last line ({}) was torn (no newline, not a sample) and was dropped",
+            path.display(),
+            self.line
+        )
+    }
+}
+
+/// The text of a `results.jsonl`, parsed: its samples, and the torn last
+/// line left out of them, if any.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parsed {
+    /// Every sample, in file order.
+    pub samples: Vec<Sample>,
+    /// The torn last line, which is not among `samples`.
+    pub torn: Option<TornLine>,
+}
+
+/// Parses the lines of a `results.jsonl` like [`parse_samples`], but an
+/// empty text is no error, and a last line with no newline that is not a
+/// valid sample is reported in [`Parsed::torn`] rather than refused. A bad
+/// line anywhere else is an error, one line starting with its number.
+///
+/// ```
+/// let line = r#"{"workload":"brk1","metric":"ops/s","unit":"ops/s","higher_is_better":true,"config":"maple","threads":1,"rep":0,"value":5.0}"#;
+/// let p = vmresults::samples::parse_lines(&format!("{line}\n{{\"workl")).unwrap();
+/// assert_eq!((p.samples.len(), p.torn.unwrap().line), (1, 2));
+/// ```
+pub fn parse_lines(text: &str) -> Result<Parsed, String> {
+    let mut samples = Vec::new();
+    let mut offset = 0usize;
+    let mut lines = text.split_inclusive('\n').enumerate().peekable();
+    while let Some((i, raw)) = lines.next() {
+        let start = offset;
+        offset += raw.len();
+        let line = raw.strip_suffix('\n').unwrap_or(raw);
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if line.trim().is_empty() {
+            continue;
+        }
+        match parse_line(line) {
+            Ok(s) => samples.push(s),
+            Err(e) => {
+                if lines.peek().is_none() && !raw.ends_with('\n') {
+                    return Ok(Parsed {
+                        samples,
+                        torn: Some(TornLine {
+                            line: i + 1,
+                            offset: start as u64,
+                        }),
+                    });
+                }
+                return Err(format!("line {}: {e}", i + 1));
+            }
+        }
+    }
+    Ok(Parsed {
+        samples,
+        torn: None,
+    })
+}
+
+/// One line's sample; the error is one line.
+fn parse_line(line: &str) -> Result<Sample, String> {
+    // serde quotes the offending text: its control characters are escaped
+    // so the error stays one line.
+    let s: Sample =
+        serde_json::from_str(line).map_err(|e| e.to_string().escape_debug().to_string())?;
+    if !s.value.is_finite() {
+        return Err("value is not a finite number".into());
+    }
+    Ok(s)
+}
+
+/// Loads the `results.jsonl` at `path` to append to it (a missing file
+/// holds no samples): a torn last line is reported on stderr and cut off
+/// the file, so the next sample appended starts a clean line. A bad line
+/// elsewhere is an error, one line naming the file and the line.
+pub fn load_for_append(path: &Path) -> Result<Vec<Sample>, String> {
+    let text = match fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    let parsed = parse_lines(&text).map_err(|e| format!("{} {e}", path.display()))?;
+    if let Some(torn) = &parsed.torn {
+        eprintln!("{}", torn.report(path));
+        fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .and_then(|f| f.set_len(torn.offset))
+            .map_err(|e| format!("cannot cut the torn last line off {}: {e}", path.display()))?;
+    }
+    Ok(parsed.samples)
 }
 
 /// Parses the text of a `results.jsonl`: one [`Sample`] per line, blank
 /// lines allowed, at least one sample, every value finite. The error is
-/// one line and, for a bad line, starts with its number.
+/// one line and, for a bad line, starts with its number. A torn last line
+/// is an error here; [`parse_lines`] tells it apart.
 ///
 /// ```
 /// let line = r#"{"workload":"brk1","metric":"ops/s","unit":"ops/s","higher_is_better":true,"config":"maple","threads":1,"rep":0,"value":5.0}"#;
@@ -79,14 +252,7 @@ pub fn parse_samples(text: &str) -> Result<Vec<Sample>, String> {
         if line.trim().is_empty() {
             continue;
         }
-        // serde quotes the offending text: its control characters are
-        // escaped so the error stays one line.
-        let s: Sample = serde_json::from_str(line)
-            .map_err(|e| format!("line {}: {}", i + 1, e.to_string().escape_debug()))?;
-        if !s.value.is_finite() {
-            return Err(format!("line {}: value is not a finite number", i + 1));
-        }
-        out.push(s);
+        out.push(parse_line(line).map_err(|e| format!("line {}: {e}", i + 1))?);
     }
     if out.is_empty() {
         return Err("holds no samples".into());
@@ -167,6 +333,97 @@ mod tests {
         assert!(read_samples(&dir).unwrap_err().contains("no samples"));
         fs::remove_dir_all(&dir).unwrap();
         assert!(read_samples(&dir).unwrap_err().contains("cannot read"));
+    }
+
+    fn temp(name: &str) -> std::path::PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("vmbench-samples-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn line(s: &Sample) -> String {
+        serde_json::to_string(s).unwrap() + "\n"
+    }
+
+    #[test]
+    fn the_writer_appends_whole_lines_and_mends_a_missing_newline() {
+        let dir = temp("writer");
+        let path = dir.join("results.jsonl");
+        let mut w = SampleWriter::append(&path).unwrap();
+        w.write(&sample(1.0)).unwrap();
+        // Flushed at once: visible before the writer is dropped.
+        assert_eq!(fs::read_to_string(&path).unwrap(), line(&sample(1.0)));
+        w.write_all(&[sample(2.0), sample(3.0)]).unwrap();
+        drop(w);
+        let mut w = SampleWriter::append(&path).unwrap();
+        w.write(&sample(4.0)).unwrap();
+        let values: Vec<f64> = read_samples(&dir)
+            .unwrap()
+            .iter()
+            .map(|s| s.value)
+            .collect();
+        assert_eq!(values, [1.0, 2.0, 3.0, 4.0]);
+        // A complete last sample without its newline gets one before the
+        // next sample.
+        fs::write(&path, line(&sample(5.0)).trim_end()).unwrap();
+        SampleWriter::append(&path)
+            .unwrap()
+            .write(&sample(6.0))
+            .unwrap();
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            line(&sample(5.0)) + &line(&sample(6.0))
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_torn_last_line_is_dropped_and_a_bad_line_elsewhere_is_an_error() {
+        let whole = line(&sample(1.0));
+        let torn = &whole[..whole.len() / 2];
+        let p = parse_lines(&format!("{whole}{torn}")).unwrap();
+        assert_eq!(p.samples, [sample(1.0)]);
+        assert_eq!(
+            p.torn,
+            Some(TornLine {
+                line: 2,
+                offset: whole.len() as u64
+            })
+        );
+        // With its newline the same text is a bad line, not a torn one.
+        let e = parse_lines(&format!("{whole}{torn}\n")).unwrap_err();
+        assert!(e.starts_with("line 2:"), "{e}");
+        let e = parse_lines(&format!("{torn}\n{whole}")).unwrap_err();
+        assert!(e.starts_with("line 1:"), "{e}");
+        // A whole sample that only lacks its newline is kept.
+        let p = parse_lines(whole.trim_end()).unwrap();
+        assert_eq!((p.samples.len(), p.torn), (1, None));
+        assert_eq!(parse_lines("").unwrap().samples, []);
+
+        let dir = temp("torn");
+        let path = dir.join("results.jsonl");
+        fs::write(&path, format!("{whole}{torn}")).unwrap();
+        assert_eq!(read_samples(&dir).unwrap(), [sample(1.0)]);
+        // Only a torn sample: nothing left to read.
+        fs::write(&path, torn).unwrap();
+        assert!(read_samples(&dir).unwrap_err().contains("no samples"));
+        // Loading to append cuts the torn tail off the file.
+        fs::write(&path, format!("{whole}{torn}")).unwrap();
+        assert_eq!(load_for_append(&path).unwrap(), [sample(1.0)]);
+        assert_eq!(fs::read_to_string(&path).unwrap(), whole);
+        SampleWriter::append(&path)
+            .unwrap()
+            .write(&sample(2.0))
+            .unwrap();
+        assert_eq!(read_samples(&dir).unwrap(), [sample(1.0), sample(2.0)]);
+        fs::write(&path, format!("{torn}\n{whole}")).unwrap();
+        let e = load_for_append(&path).unwrap_err();
+        assert!(e.contains("line 1") && !e.contains('\n'), "{e}");
+        fs::remove_file(&path).unwrap();
+        assert_eq!(load_for_append(&path).unwrap(), []);
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

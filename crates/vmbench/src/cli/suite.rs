@@ -1,7 +1,7 @@
 //! `vmbench suite`: options, resolved into a [`suite::Plan`].
 
-use std::path::PathBuf;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use clap::Args;
 use vmlab::run::execl;
@@ -45,8 +45,10 @@ pub struct SuiteArgs {
     #[arg(long)]
     pub repeat: Option<String>,
 
-    /// The results directory to write. [default: vmbench-results/<unix time>]
-    /// A directory that exists and is not empty is refused unless --force.
+    /// The results directory to write. [default: vmbench-results/<local
+    /// date and time>, e.g. vmbench-results/2026-11-24T09-21-03, with -2,
+    /// -3... added if that exists] A directory that exists and is not
+    /// empty is refused unless --force.
     #[arg(long)]
     pub out: Option<PathBuf>,
 
@@ -56,6 +58,15 @@ pub struct SuiteArgs {
     /// file is left alone.
     #[arg(long)]
     pub force: bool,
+
+    /// Resume the interrupted suite whose results directory is DIR: measure
+    /// only the points its results.jsonl lacks, append them, and write the
+    /// tables, plots and page from the whole file. Alone, it resumes the
+    /// plan recorded in DIR/plan.json; with other options, they must
+    /// resolve to that same plan (same workloads, designs, thread counts,
+    /// repetitions, durations, sizes, topology, pinning), or it is refused.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["out", "force"])]
+    pub resume: Option<PathBuf>,
 
     /// Run on an emulated topology, e.g. 12x32 (sets the i_mmap groups and
     /// the CPU each worker runs as). [default: host]
@@ -141,13 +152,11 @@ impl SuiteArgs {
             warmup: Duration::from_secs_f64(warmup),
         };
         let topology = vmlab::run::parse_topology(self.topology.as_deref())?;
-        let out = match &self.out {
-            Some(dir) => dir.clone(),
-            None => {
-                let secs = SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs());
-                PathBuf::from("vmbench-results").join(secs.to_string())
+        let out = match (&self.resume, &self.out) {
+            (Some(dir), _) | (None, Some(dir)) => dir.clone(),
+            (None, None) => {
+                let stamp = chrono::Local::now().format("%Y-%m-%dT%H-%M-%S");
+                dated_dir(Path::new("vmbench-results"), &stamp.to_string())
             }
         };
         let (tree_sizes, tree_scale) = if self.quick {
@@ -177,11 +186,50 @@ impl SuiteArgs {
     }
 }
 
+impl SuiteArgs {
+    /// Whether an option that shapes the plan was given (all but --out,
+    /// --force and --resume).
+    fn shapes_the_plan(&self) -> bool {
+        self.quick
+            || self.full
+            || self.workloads.is_some()
+            || self.designs.is_some()
+            || self.threads.is_some()
+            || self.repeat.is_some()
+            || self.topology.is_some()
+            || self.no_pin
+    }
+}
+
+/// `base/<stamp>`, or, if that exists, the first of `base/<stamp>-2`,
+/// `base/<stamp>-3`... that does not.
+fn dated_dir(base: &Path, stamp: &str) -> PathBuf {
+    let mut dir = base.join(stamp);
+    let mut n = 2;
+    while dir.exists() {
+        dir = base.join(format!("{stamp}-{n}"));
+        n += 1;
+    }
+    dir
+}
+
 /// Runs `vmbench suite`.
 pub fn main(args: &SuiteArgs) -> Result<(), LabError> {
-    let plan = args.plan()?;
     let command: Vec<String> = std::env::args().collect();
-    suite::run(&plan, &command.join(" "), args.force)
+    let command = command.join(" ");
+    match &args.resume {
+        Some(dir) => {
+            // Alone, --resume takes the recorded plan; options given
+            // beside it must resolve to that plan.
+            let given = if args.shapes_the_plan() {
+                Some(args.plan()?)
+            } else {
+                None
+            };
+            suite::resume(dir, given.as_ref(), &command)
+        }
+        None => suite::run(&args.plan()?, &command, args.force),
+    }
 }
 
 #[cfg(test)]
@@ -234,8 +282,36 @@ mod tests {
         ])
         .plan()
         .unwrap();
-        // tree: one pass per repetition; execl: 7 configurations x 2
-        // thread counts per repetition.
-        assert_eq!(plan.steps(), 2 + 7 * 2 * 2);
+        // tree: one pass per size (1000 and 100000) and repetition; execl:
+        // 7 configurations x 2 thread counts per repetition.
+        assert_eq!(plan.steps(), 2 * 2 + 7 * 2 * 2);
+    }
+
+    #[test]
+    fn the_default_directory_is_named_by_date_and_never_reused() {
+        let plan = args(&[]).plan().unwrap();
+        let name = plan.out.file_name().unwrap().to_str().unwrap().to_string();
+        assert_eq!(plan.out.parent(), Some(Path::new("vmbench-results")));
+        // 2026-11-24T09-21-03, perhaps with a suffix.
+        let b = name.as_bytes();
+        assert!(
+            b.len() >= 19 && b[4] == b'-' && b[10] == b'T' && b[13] == b'-',
+            "{name}"
+        );
+        let base = std::env::temp_dir().join(format!("vmbench-dated-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let stamp = "2026-11-24T09-21-03";
+        assert_eq!(dated_dir(&base, stamp), base.join(stamp));
+        std::fs::create_dir_all(base.join(stamp)).unwrap();
+        assert_eq!(dated_dir(&base, stamp), base.join(format!("{stamp}-2")));
+        std::fs::create_dir_all(base.join(format!("{stamp}-2"))).unwrap();
+        assert_eq!(dated_dir(&base, stamp), base.join(format!("{stamp}-3")));
+        std::fs::remove_dir_all(&base).unwrap();
+        // --resume names the directory; --out and --force cannot join it.
+        let plan = args(&["--resume", "d", "--quick"]).plan().unwrap();
+        assert_eq!(plan.out, PathBuf::from("d"));
+        assert!(args(&["--resume", "d"]).resume.is_some());
+        assert!(!args(&["--resume", "d"]).shapes_the_plan());
+        assert!(args(&["--resume", "d", "--threads", "1"]).shapes_the_plan());
     }
 }
