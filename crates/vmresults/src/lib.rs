@@ -1,12 +1,6 @@
 //! `vmresults`: what a vmscale lab run leaves behind, and how two runs are
 //! compared.
 //!
-//! [`samples`] is the results format: every repetition of every figure as
-//! one JSON line ([`Sample`]), and the machine it ran on. [`compare`]
-//! summarises repetitions (harmonic mean for rates, arithmetic for times)
-//! and puts configurations, or two runs, side by side with the % change
-//! and Welch's t-test, rendered as text or Markdown.
-//!
 //! ```
 //! use vmresults::{compare, samples};
 //! let a = samples::parse_samples(concat!(
@@ -20,16 +14,39 @@
 //! assert_eq!(compare::significant_rows(&tables), (1, 1));
 //! ```
 //!
-//! Dependencies: `serde`/`serde_json` for the format, `comfy-table` for
-//! text tables. Files from elsewhere are untrusted input: parsing returns
-//! a one-line error and never panics (fuzzed in `fuzz/`).
+//! [`samples`] is the results format: every repetition of every figure as
+//! one JSON line ([`Sample`]), and the machine it ran on. [`compare`]
+//! summarises repetitions (harmonic mean for rates, arithmetic for times)
+//! and puts configurations, or two runs, side by side with the % change
+//! and Welch's t-test. [`table`] renders those tables as text, Markdown or
+//! HTML from one model; [`plot`] draws a chart per workload and [`page`]
+//! puts the plots and tables on one HTML page. [`output`] writes files
+//! atomically.
+//!
+//! Files from elsewhere are untrusted input: parsing returns a one-line
+//! error and never panics (fuzzed in `fuzz/`).
+//!
+//! Cargo features: `png` (default) also writes each plot as PNG; without
+//! it resvg is not built and plots are SVG only.
+//!
+//! Dependencies:
+//! - `serde`/`serde_json`: the results format (`results.jsonl`, `machine.json`).
+//! - `thiserror`: the error types.
+//! - `statrs`: mean, variance and Student's t distribution for Welch's test.
+//! - `comfy-table`: the text tables.
+//! - `minijinja`: the HTML of the tables and the page, auto-escaped.
+//! - `plotters` (SVG backend only): the charts.
+//! - `resvg` (feature `png`): the PNG, rasterised from the same SVG.
+//! - `mm`: the topology a [`Machine`] is detected with.
 
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod compare;
 pub mod output;
+pub mod page;
 pub mod plot;
 pub mod samples;
+pub mod table;
 
 pub use samples::{Machine, Sample};

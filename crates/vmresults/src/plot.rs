@@ -1,10 +1,14 @@
-//! Plots of a results directory and the HTML page that shows them.
+//! Plots of a results directory.
 //!
 //! One chart per workload: throughput against worker threads, one line per
 //! configuration, or, for a workload measured at a single thread count
 //! (`tree`, whose metrics are operations at sizes), a grouped bar chart with
-//! one group per metric. Each is written as `<workload>.svg` and
-//! `<workload>.png`.
+//! one group per metric. Each is written as `<workload>.svg` and, with the
+//! default cargo feature `png`, `<workload>.png`.
+//!
+//! The page that shows the plots is [`crate::page`]. [`write_html`], the
+//! page built from the table's Markdown, remains here only until its last
+//! caller moves to [`crate::page::write_page`].
 //!
 //! The SVG is drawn with plotters' SVG backend and the PNG is that same SVG
 //! rasterised by resvg, rather than drawn again with plotters' bitmap
@@ -15,11 +19,14 @@
 //! the fonts up in the system font directories at run time, and if there are
 //! none the PNG is refused with an error naming the missing font, never
 //! written without its text. Both files always show the same picture.
+//! Without the `png` feature resvg is not built and only the SVG is
+//! written.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
+#[cfg(feature = "png")]
 use std::sync::{Arc, OnceLock};
 
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
@@ -27,8 +34,10 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::FontTransform;
+#[cfg(feature = "png")]
 use resvg::{tiny_skia, usvg};
 
+use crate::page::url;
 use crate::{Machine, Sample};
 
 /// Line colours, one per configuration in order of first appearance:
@@ -75,6 +84,7 @@ const DESC: u32 = 18;
 const TITLE: u32 = 24;
 const LEGEND: u32 = 17;
 /// Families tried, in order, for the PNG's sans-serif text.
+#[cfg(feature = "png")]
 const PREFERRED_FONTS: [&str; 6] = [
     "DejaVu Sans",
     "Liberation Sans",
@@ -92,9 +102,10 @@ const PREFERRED_FONTS: [&str; 6] = [
 /// chart instead (x = metric, one bar per configuration; log-scale y when
 /// the values span more than two decades).
 ///
-/// Writes `<dir>/<workload>.svg` and `<dir>/<workload>.png` and returns the
-/// paths written. If the PNG cannot be drawn (no system font), the SVG has
-/// already been written and the error says which font is missing.
+/// Writes `<dir>/<workload>.svg` and, with the `png` feature,
+/// `<dir>/<workload>.png`, and returns the paths written. If the PNG cannot
+/// be drawn (no system font), the SVG has already been written and the
+/// error says which font is missing.
 pub fn plot_workload(
     samples: &[Sample],
     workload: &str,
@@ -112,10 +123,16 @@ pub fn plot_workload(
     };
     let svg_path = dir.join(format!("{workload}.svg"));
     fs::write(&svg_path, &svg).map_err(|e| format!("cannot write {}: {e}", svg_path.display()))?;
-    let png = rasterise(&svg, system_fonts())?;
-    let png_path = dir.join(format!("{workload}.png"));
-    fs::write(&png_path, png).map_err(|e| format!("cannot write {}: {e}", png_path.display()))?;
-    Ok(vec![svg_path, png_path])
+    #[cfg(feature = "png")]
+    {
+        let png = rasterise(&svg, system_fonts())?;
+        let png_path = dir.join(format!("{workload}.png"));
+        fs::write(&png_path, png)
+            .map_err(|e| format!("cannot write {}: {e}", png_path.display()))?;
+        Ok(vec![svg_path, png_path])
+    }
+    #[cfg(not(feature = "png"))]
+    Ok(vec![svg_path])
 }
 
 /// Writes `<dir>/index.html`: a self-contained page (inline CSS, no
@@ -124,6 +141,10 @@ pub fn plot_workload(
 /// every plot. Plots are shown by their SVG where there is one, with links
 /// to the other formats of the same plot; paths inside `dir` are linked
 /// relative to it so the directory can be moved or published as a whole.
+///
+/// Superseded by [`crate::page::write_page`], which takes the table model
+/// instead of its Markdown and shows the plots first; this function and
+/// its Markdown reader go once `vmlab`'s suite calls that.
 pub fn write_html(
     dir: &Path,
     title: &str,
@@ -880,6 +901,7 @@ fn bar_chart_svg(data: &Summary) -> Result<String, String> {
 /// The system's fonts, loaded once per process (a scan of the font
 /// directories takes a while), with `sans-serif` mapped to a font that is
 /// there: resvg's default, Arial, is missing on most Linux machines.
+#[cfg(feature = "png")]
 fn system_fonts() -> &'static Arc<usvg::fontdb::Database> {
     static DB: OnceLock<Arc<usvg::fontdb::Database>> = OnceLock::new();
     DB.get_or_init(|| {
@@ -906,6 +928,7 @@ fn system_fonts() -> &'static Arc<usvg::fontdb::Database> {
 /// Rasterises `svg` to PNG bytes with the fonts of `fonts`. With no usable
 /// sans-serif font the text would silently vanish, so that is an error
 /// naming the font looked for and where.
+#[cfg(feature = "png")]
 fn rasterise(svg: &str, fonts: &Arc<usvg::fontdb::Database>) -> Result<Vec<u8>, String> {
     let query = usvg::fontdb::Query {
         families: &[usvg::fontdb::Family::SansSerif],
@@ -966,20 +989,6 @@ fn escape(s: &str) -> String {
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
             c => out.push(c),
-        }
-    }
-    out
-}
-
-/// A relative path as a URL: bytes outside the unreserved set and `/` are
-/// percent-encoded, so a file name with spaces still links.
-fn url(path: &str) -> String {
-    let mut out = String::new();
-    for b in path.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
-            out.push(b as char);
-        } else {
-            let _ = write!(out, "%{b:02X}");
         }
     }
     out
@@ -1162,6 +1171,7 @@ mod tests {
 
     /// The PNG's width and height from its header, after checking the
     /// signature, and that the whole image decodes.
+    #[cfg(feature = "png")]
     fn png_size(bytes: &[u8]) -> (u32, u32) {
         assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "PNG signature");
         assert_eq!(&bytes[12..16], b"IHDR");
@@ -1181,6 +1191,7 @@ mod tests {
 
     /// Plots `samples` and checks both files; on a machine without fonts
     /// the PNG is refused with an error naming the font and the SVG stays.
+    #[cfg(feature = "png")]
     fn plot_and_check(samples: &[Sample], workload: &str, dir: &Path) -> String {
         let svg_path = dir.join(format!("{workload}.svg"));
         let png_path = dir.join(format!("{workload}.png"));
@@ -1196,6 +1207,19 @@ mod tests {
                 assert!(!png_path.exists());
             }
         }
+        let svg = fs::read_to_string(&svg_path).unwrap();
+        assert!(svg.starts_with("<svg") && svg.len() > 1000);
+        svg
+    }
+
+    /// Plots `samples` and checks that only the SVG was written: without
+    /// the `png` feature there is no rasteriser.
+    #[cfg(not(feature = "png"))]
+    fn plot_and_check(samples: &[Sample], workload: &str, dir: &Path) -> String {
+        let svg_path = dir.join(format!("{workload}.svg"));
+        let paths = plot_workload(samples, workload, dir).unwrap();
+        assert_eq!(paths, vec![svg_path.clone()]);
+        assert!(!dir.join(format!("{workload}.png")).exists());
         let svg = fs::read_to_string(&svg_path).unwrap();
         assert!(svg.starts_with("<svg") && svg.len() > 1000);
         svg
@@ -1224,7 +1248,7 @@ mod tests {
             assert!(svg.contains(needle), "SVG lacks {needle}");
         }
         for c in configs {
-            assert!(svg.contains(&escape(c)), "SVG lacks config {c}");
+            assert!(svg.contains(c), "SVG lacks config {c}");
         }
         assert!(!svg.contains("not-in-brk1"));
         assert!(svg.contains("brk1: ops/s vs worker threads"));
@@ -1345,6 +1369,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "png")]
     fn no_font_means_no_png_and_says_so() {
         let svg =
             line_chart_svg(&Summary::of(&scaling(&["maple"], &[1, 2]), "brk1").unwrap()).unwrap();
