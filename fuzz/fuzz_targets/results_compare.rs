@@ -43,6 +43,9 @@ fuzz_target!(|data: &[u8]| {
         let tables = compare::suite_tables(run);
         let _ = compare::render_text(&tables);
         let _ = compare::render_markdown(&tables);
+        // Names come from the file: none may open an element on the page.
+        let html = compare::render_html(&tables);
+        assert!(!html.contains("<script"), "unescaped name in {html}");
     }
     match compare::compare(&a, &b) {
         Ok(tables) => {

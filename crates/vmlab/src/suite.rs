@@ -63,6 +63,7 @@ use crate::tree::{self, Impl, Op, Scale, TreeConfig};
 use crate::LabError;
 use serde::{Deserialize, Serialize};
 use vmresults::compare;
+use vmresults::page::{self, Page};
 use vmresults::plot;
 use vmresults::samples::{self as results, Machine, Sample, SampleWriter};
 
@@ -997,9 +998,15 @@ fn write_results(
             plots.push(svg);
         }
     }
-    let title = "vmbench suite";
-    plot::write_html(dir, title, machine, command, &markdown, &plots)
-        .map_err(|e| LabError(format!("writing index.html: {e}")))?;
+    let page = Page {
+        title: "vmbench suite",
+        machine,
+        command,
+        summary: &summary,
+        tables: &tables,
+        plots: &plots,
+    };
+    page::write_page(dir, &page).map_err(|e| LabError(format!("writing index.html: {e}")))?;
     println!("{text}");
     for line in &summary {
         println!("{line}");

@@ -6,9 +6,7 @@
 //! one group per metric. Each is written as `<workload>.svg` and, with the
 //! default cargo feature `png`, `<workload>.png`.
 //!
-//! The page that shows the plots is [`crate::page`]. [`write_html`], the
-//! page built from the table's Markdown, remains here only until its last
-//! caller moves to [`crate::page::write_page`].
+//! The page that shows the plots is [`crate::page`].
 //!
 //! The SVG is drawn with plotters' SVG backend and the PNG is that same SVG
 //! rasterised by resvg, rather than drawn again with plotters' bitmap
@@ -23,7 +21,6 @@
 //! written.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 #[cfg(feature = "png")]
@@ -37,8 +34,7 @@ use plotters::style::FontTransform;
 #[cfg(feature = "png")]
 use resvg::{tiny_skia, usvg};
 
-use crate::page::url;
-use crate::{Machine, Sample};
+use crate::Sample;
 
 /// Line colours, one per configuration in order of first appearance:
 /// eight that stay apart on white and for the common colour blindnesses.
@@ -134,89 +130,6 @@ pub fn plot_workload(
     #[cfg(not(feature = "png"))]
     Ok(vec![svg_path])
 }
-
-/// Writes `<dir>/index.html`: a self-contained page (inline CSS, no
-/// scripts) with the title, the machine, the command line, the comparison
-/// table (Markdown tables become HTML tables, other lines stay text) and
-/// every plot. Plots are shown by their SVG where there is one, with links
-/// to the other formats of the same plot; paths inside `dir` are linked
-/// relative to it so the directory can be moved or published as a whole.
-///
-/// Superseded by [`crate::page::write_page`], which takes the table model
-/// instead of its Markdown and shows the plots first; this function and
-/// its Markdown reader go once `vmlab`'s suite calls that.
-pub fn write_html(
-    dir: &Path,
-    title: &str,
-    machine: &Machine,
-    command: &str,
-    table_markdown: &str,
-    plots: &[PathBuf],
-) -> Result<PathBuf, String> {
-    let mut h = String::new();
-    let t = escape(title);
-    let _ = write!(
-        h,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <title>{t}</title>\n<style>\n{CSS}</style>\n</head>\n<body>\n<h1>{t}</h1>\n"
-    );
-    let _ = write!(
-        h,
-        "<h2>Machine</h2>\n<p>{} &middot; {} CPU{} &middot; {} NUMA node{} &middot; \
-         kernel {} &middot; topology {}</p>\n",
-        escape(&machine.cpu_model),
-        machine.cpus,
-        plural(machine.cpus),
-        machine.nodes,
-        plural(machine.nodes),
-        escape(&machine.kernel),
-        escape(&machine.topology)
-    );
-    let _ = write!(
-        h,
-        "<h2>Command</h2>\n<pre class=\"cmd\">{}</pre>\n",
-        escape(command)
-    );
-    h.push_str("<h2>Comparison</h2>\n");
-    h.push_str(&markdown_to_html(table_markdown));
-    h.push_str("<h2>Plots</h2>\n");
-    for (stem, files) in group_plots(dir, plots) {
-        let shown = files
-            .iter()
-            .find(|f| f.ends_with(".svg"))
-            .unwrap_or(&files[0]);
-        let _ = write!(
-            h,
-            "<figure>\n<img src=\"{}\" alt=\"{}\">\n<figcaption>{}",
-            url(shown),
-            escape(&stem),
-            escape(&stem)
-        );
-        for f in &files {
-            let ext = f.rsplit_once('.').map_or(f.as_str(), |(_, e)| e);
-            let _ = write!(h, " &middot; <a href=\"{}\">{}</a>", url(f), escape(ext));
-        }
-        h.push_str("</figcaption>\n</figure>\n");
-    }
-    h.push_str("</body>\n</html>\n");
-    let path = dir.join("index.html");
-    fs::write(&path, h).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    Ok(path)
-}
-
-/// The page's style: readable tables with right-aligned numbers, plots
-/// scaled to the window.
-const CSS: &str = "body { font-family: sans-serif; max-width: 75em; margin: 2em auto; \
-padding: 0 1em; color: #222; }\n\
-table { border-collapse: collapse; margin: 1em 0; font-variant-numeric: tabular-nums; }\n\
-th, td { border: 1px solid #ccc; padding: 0.2em 0.6em; }\n\
-th { background: #f3f3f3; }\n\
-td.r, th.r { text-align: right; }\n\
-td.c, th.c { text-align: center; }\n\
-pre { background: #f6f6f6; padding: 0.6em; overflow-x: auto; }\n\
-pre.cmd { white-space: pre-wrap; }\n\
-figure { margin: 1.5em 0; }\n\
-img { max-width: 100%; height: auto; border: 1px solid #ddd; }\n";
 
 /// `s` when `n` is not one.
 fn plural(n: usize) -> &'static str {
@@ -957,172 +870,6 @@ fn rasterise(svg: &str, fonts: &Arc<usvg::fontdb::Database>) -> Result<Vec<u8>, 
         .map_err(|e| format!("encoding the PNG: {e}"))
 }
 
-/// Groups plot files by file stem, keeping the order of first appearance;
-/// each file is named relative to `dir` when it lies inside it.
-fn group_plots(dir: &Path, plots: &[PathBuf]) -> Vec<(String, Vec<String>)> {
-    let mut out: Vec<(String, Vec<String>)> = Vec::new();
-    for p in plots {
-        let rel = p
-            .strip_prefix(dir)
-            .unwrap_or(p)
-            .to_string_lossy()
-            .into_owned();
-        let stem = p
-            .file_stem()
-            .map_or_else(|| rel.clone(), |s| s.to_string_lossy().into_owned());
-        match out.iter_mut().find(|(s, _)| *s == stem) {
-            Some((_, files)) => files.push(rel),
-            None => out.push((stem, vec![rel])),
-        }
-    }
-    out
-}
-
-/// Escapes text for HTML content and attribute values.
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// `text` with Markdown's backslash escapes of punctuation removed.
-fn unescape_markdown(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match chars.peek() {
-            Some(&n) if c == '\\' && n.is_ascii_punctuation() => {
-                out.push(n);
-                chars.next();
-            }
-            _ => out.push(c),
-        }
-    }
-    out
-}
-
-/// Splits a Markdown table row into its cells; a backslash-escaped
-/// character (`\|` included) is taken literally.
-fn table_cells(line: &str) -> Vec<String> {
-    let t = line.trim();
-    let t = t.strip_prefix('|').unwrap_or(t);
-    let t = if t.ends_with('|') && !t.ends_with("\\|") {
-        &t[..t.len() - 1]
-    } else {
-        t
-    };
-    let mut cells = vec![String::new()];
-    let mut chars = t.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            // A backslash escapes the punctuation after it (`\|`, `\*`,
-            // `\_`): the cell shows the character itself.
-            '\\' if chars.peek().is_some_and(|n| n.is_ascii_punctuation()) => {
-                if let Some(n) = chars.next() {
-                    cells.last_mut().unwrap().push(n);
-                }
-            }
-            '|' => cells.push(String::new()),
-            c => cells.last_mut().unwrap().push(c),
-        }
-    }
-    cells.iter().map(|c| c.trim().to_string()).collect()
-}
-
-/// The column alignments of a Markdown separator row, or `None` if `line`
-/// is not one.
-fn separator_alignment(line: &str) -> Option<Vec<&'static str>> {
-    let cells = table_cells(line);
-    cells
-        .iter()
-        .map(|c| {
-            let inner = c.trim_start_matches(':').trim_end_matches(':');
-            if inner.is_empty() || !inner.chars().all(|x| x == '-') {
-                return None;
-            }
-            Some(match (c.starts_with(':'), c.ends_with(':')) {
-                (true, true) => "c",
-                (false, true) => "r",
-                _ => "",
-            })
-        })
-        .collect()
-}
-
-/// Renders the Markdown the comparison table comes in: each table (a run
-/// of `|` lines whose second line is a separator) becomes an HTML table,
-/// `#` lines headings, and any other text a preformatted block, so nothing
-/// the caller wrote is lost.
-fn markdown_to_html(md: &str) -> String {
-    let lines: Vec<&str> = md.lines().collect();
-    let mut out = String::new();
-    let mut text: Vec<&str> = Vec::new();
-    let flush = |text: &mut Vec<&str>, out: &mut String| {
-        while text.last().is_some_and(|l| l.trim().is_empty()) {
-            text.pop();
-        }
-        if !text.is_empty() {
-            let _ = writeln!(out, "<pre>{}</pre>", escape(&text.join("\n")));
-        }
-        text.clear();
-    };
-    let mut i = 0;
-    while i < lines.len() {
-        let line = lines[i];
-        let t = line.trim_start();
-        if t.starts_with('|') {
-            let start = i;
-            while i < lines.len() && lines[i].trim_start().starts_with('|') {
-                i += 1;
-            }
-            let block = &lines[start..i];
-            match block.get(1).and_then(|l| separator_alignment(l)) {
-                Some(align) => {
-                    flush(&mut text, &mut out);
-                    out.push_str("<table>\n<thead><tr>");
-                    let class = |j: usize| match align.get(j) {
-                        Some(a) if !a.is_empty() => format!(" class=\"{a}\""),
-                        _ => String::new(),
-                    };
-                    for (j, c) in table_cells(block[0]).iter().enumerate() {
-                        let _ = write!(out, "<th{}>{}</th>", class(j), escape(c));
-                    }
-                    out.push_str("</tr></thead>\n<tbody>\n");
-                    for row in &block[2..] {
-                        out.push_str("<tr>");
-                        for (j, c) in table_cells(row).iter().enumerate() {
-                            let _ = write!(out, "<td{}>{}</td>", class(j), escape(c));
-                        }
-                        out.push_str("</tr>\n");
-                    }
-                    out.push_str("</tbody>\n</table>\n");
-                }
-                None => text.extend_from_slice(block),
-            }
-            continue;
-        }
-        if let Some(h) = t.strip_prefix('#') {
-            flush(&mut text, &mut out);
-            let title = unescape_markdown(h.trim_start_matches('#').trim());
-            let _ = writeln!(out, "<h3>{}</h3>", escape(&title));
-        } else if !(text.is_empty() && t.is_empty()) {
-            text.push(line);
-        }
-        i += 1;
-    }
-    flush(&mut text, &mut out);
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1424,69 +1171,4 @@ mod tests {
         assert_eq!(*kept.last().unwrap(), 4.0);
     }
 
-    #[test]
-    fn the_page_shows_every_plot_and_the_table() {
-        let dir = temp_dir("html");
-        let machine = Machine {
-            cpu_model: "Test CPU <x>".into(),
-            cpus: 2,
-            nodes: 1,
-            kernel: "6.1.0".into(),
-            topology: "host(1x2)".into(),
-        };
-        let table = "## brk1\n\n| metric | threads | maple | legacy |\n|---|--:|--:|--:|\n\
-                     | ops/s | 1 | 1.00M | 0.50M (-50.0%) \\* |\n| a \\| b | 2 | 2 | 3 |\n\n\
-                     ### page\\_fault3\n\n\
-                     * significant (Welch's t-test, p < 0.05)\n";
-        let plots = vec![
-            dir.join("brk1.svg"),
-            dir.join("brk1.png"),
-            dir.join("tree.svg"),
-            PathBuf::from("/elsewhere/execl.png"),
-        ];
-        let path = write_html(
-            &dir,
-            "vmbench suite",
-            &machine,
-            "vmbench suite --quick",
-            table,
-            &plots,
-        )
-        .unwrap();
-        assert_eq!(path, dir.join("index.html"));
-        let html = fs::read_to_string(&path).unwrap();
-        for needle in [
-            "<title>vmbench suite</title>",
-            "Test CPU &lt;x&gt;",
-            "2 CPUs",
-            "1 NUMA node ",
-            "kernel 6.1.0",
-            "vmbench suite --quick",
-            "<h3>brk1</h3>",
-            "<h3>page_fault3</h3>",
-            "<th class=\"r\">maple</th>",
-            "<td class=\"r\">0.50M (-50.0%) *</td>",
-            "<td>a | b</td>",
-            "significant (Welch&#39;s t-test, p &lt; 0.05)",
-            "<img src=\"brk1.svg\"",
-            "<a href=\"brk1.png\">png</a>",
-            "<img src=\"tree.svg\"",
-            "<img src=\"/elsewhere/execl.png\"",
-        ] {
-            assert!(html.contains(needle), "page lacks {needle}:\n{html}");
-        }
-        assert!(!html.contains("<script"));
-        assert!(
-            write_html(&dir.join("missing"), "t", &machine, "c", table, &plots)
-                .unwrap_err()
-                .starts_with("cannot write")
-        );
-        fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn a_table_that_is_not_markdown_stays_as_text() {
-        let html = markdown_to_html("| not | a table\nplain <text>\n");
-        assert_eq!(html, "<pre>| not | a table\nplain &lt;text&gt;</pre>\n");
-    }
 }
