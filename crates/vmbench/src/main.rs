@@ -1,12 +1,16 @@
-//! `vmbench`: the vmscale lab's benchmark driver.
+//! `vmbench`: the vmscale lab's command line.
 //!
-//! The binary is a thin command-line layer; each subcommand's measurement
-//! code lives in its own module (`tree_bench` for `vmbench tree`) on top of
-//! shared helpers (`rng`, `timing`, `report`, `alloc_count`) so later
-//! subcommands can reuse them.
+//! Only argument parsing and printing live here (`cli/`, one module per
+//! subcommand, plus `compare` and `trace`): each subcommand turns its
+//! options into a configuration of the lab libraries and prints what they
+//! return. The measurements are `vmlab`'s, the results format, tables,
+//! plots and page `vmresults`', recording and replay `vmtrace`'s; the
+//! model (`mm`) and the tree (`maple`) sit below them. Errors from the
+//! libraries are typed; here they become `anyhow`'s and one line on
+//! stderr.
 
 #![deny(unsafe_code)]
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 mod cli;
 mod compare;

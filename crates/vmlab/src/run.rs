@@ -147,28 +147,16 @@ struct Spread {
 }
 
 impl Spread {
-    /// The spread of `values`; all zero for none.
+    /// The spread of `values`; all zero for none. The arithmetic mean and
+    /// standard deviation come from `vmresults`, where every mean of the
+    /// lab is computed.
     fn of(values: &[f64]) -> Spread {
-        let n = values.len() as f64;
-        if values.is_empty() {
-            return Spread {
-                mean: 0.0,
-                stddev: 0.0,
-                min: 0.0,
-                max: 0.0,
-            };
-        }
-        let mean = values.iter().sum::<f64>() / n;
-        let var = if values.len() > 1 {
-            values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)
-        } else {
-            0.0
-        };
+        let summary = vmresults::compare::summarize(values, false);
         Spread {
-            mean,
-            stddev: var.sqrt(),
-            min: values.iter().copied().fold(f64::INFINITY, f64::min),
-            max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            mean: summary.map_or(0.0, |s| s.mean),
+            stddev: summary.map_or(0.0, |s| s.stddev),
+            min: values.iter().copied().reduce(f64::min).unwrap_or(0.0),
+            max: values.iter().copied().reduce(f64::max).unwrap_or(0.0),
         }
     }
 }

@@ -1,6 +1,6 @@
 //! `vmbench suite`: every workload across the designs it compares, at 1 to
 //! all cores, repeated, then the comparison table, the plots and the HTML
-//! page in a results directory ([`crate::results`]).
+//! page in a results directory (its files: [`vmresults::samples`]).
 //!
 //! What each workload compares (the first configuration is the baseline
 //! of its table: the design the kernel had before the one measured

@@ -108,7 +108,7 @@ pub fn plot_workload(
     dir: &Path,
 ) -> Result<Vec<PathBuf>, String> {
     check_file_stem(workload)?;
-    let data = Summary::of(samples, workload)?;
+    let data = Chart::of(samples, workload)?;
     // Lines need several thread counts on one y axis; metrics in several
     // units (`tree`: ns/op beside bytes/entry) are bars, whatever their
     // thread counts.
@@ -173,7 +173,7 @@ type Measured = (usize, bool, f64);
 
 /// One workload's samples, summarised per metric and configuration.
 #[derive(Debug)]
-struct Summary {
+struct Chart {
     workload: String,
     /// Metrics in order of first appearance, each with its unit.
     metrics: Vec<(String, String)>,
@@ -190,10 +190,10 @@ struct Summary {
     any_harmonic: bool,
 }
 
-impl Summary {
+impl Chart {
     /// Groups and summarises the samples of `workload`; an error if there
     /// are none or a value is not a finite non-negative number.
-    fn of(samples: &[Sample], workload: &str) -> Result<Summary, String> {
+    fn of(samples: &[Sample], workload: &str) -> Result<Chart, String> {
         let mut metrics: Vec<(String, String)> = Vec::new();
         let mut configs: Vec<String> = Vec::new();
         let mut threads: Vec<usize> = Vec::new();
@@ -262,7 +262,7 @@ impl Summary {
             }
             points.insert(key, series);
         }
-        Ok(Summary {
+        Ok(Chart {
             workload: workload.to_string(),
             metrics,
             configs,
@@ -515,7 +515,7 @@ fn thin_ticks(ticks: &[f64], min_gap: f64) -> Vec<f64> {
 }
 
 /// Throughput against threads, one line per (configuration[, metric]).
-fn line_chart_svg(data: &Summary) -> Result<String, String> {
+fn line_chart_svg(data: &Chart) -> Result<String, String> {
     let unit = data.common_unit().ok_or_else(|| {
         format!(
             "workload `{}` mixes units across its metrics and thread counts; cannot share one \
@@ -642,7 +642,7 @@ fn line_chart_svg(data: &Summary) -> Result<String, String> {
 /// min..max bar of its repetitions: for a single thread count, or for
 /// metrics in several units. Where thread counts differ, each metric's
 /// label names its own.
-fn bar_chart_svg(data: &Summary) -> Result<String, String> {
+fn bar_chart_svg(data: &Chart) -> Result<String, String> {
     let common = data.common_unit().map(str::to_string);
     let mixed_threads = data.threads.len() > 1;
     let labels: Vec<String> = data
@@ -1119,7 +1119,7 @@ mod tests {
     #[cfg(feature = "png")]
     fn no_font_means_no_png_and_says_so() {
         let svg =
-            line_chart_svg(&Summary::of(&scaling(&["maple"], &[1, 2]), "brk1").unwrap()).unwrap();
+            line_chart_svg(&Chart::of(&scaling(&["maple"], &[1, 2]), "brk1").unwrap()).unwrap();
         let e = rasterise(&svg, &Arc::new(usvg::fontdb::Database::new())).unwrap_err();
         assert!(
             e.contains("sans-serif font") && e.contains("DejaVu Sans"),
@@ -1139,7 +1139,7 @@ mod tests {
             time.value = v;
             samples.extend([rate, time]);
         }
-        let data = Summary::of(&samples, "w").unwrap();
+        let data = Chart::of(&samples, "w").unwrap();
         let rate = data.points[&(0, 0)][0];
         assert_eq!(
             (rate.mean, rate.min, rate.max, rate.reps),
@@ -1151,7 +1151,7 @@ mod tests {
         let zero = sample("z", "ops/s", "ops/s", "a", 1);
         let mut five = sample("z", "ops/s", "ops/s", "a", 1);
         five.value = 5.0;
-        let data = Summary::of(&[zero, five], "z").unwrap();
+        let data = Chart::of(&[zero, five], "z").unwrap();
         assert_eq!(data.points[&(0, 0)][0].mean, 0.0);
     }
 

@@ -45,9 +45,9 @@ pub struct SuiteArgs {
     #[arg(long)]
     pub repeat: Option<String>,
 
-    /// The results directory to write. [default: vmbench-results/<local
-    /// date and time>, e.g. vmbench-results/2026-11-24T09-21-03, with -2,
-    /// -3... added if that exists] A directory that exists and is not
+    /// The results directory to write. [default: the local date and time
+    /// under vmbench-results, e.g. vmbench-results/2026-11-24T09-21-03,
+    /// with -2, -3... added if that exists] A directory that exists and is not
     /// empty is refused unless --force.
     #[arg(long)]
     pub out: Option<PathBuf>,
