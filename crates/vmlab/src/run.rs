@@ -38,7 +38,7 @@ use std::sync::Arc;
 
 use crate::figure::Record;
 use crate::LabError;
-use harness::{Measurement, Mode, Spec, Timing};
+use harness::{Design, Measurement, Mode, Spec, Timing};
 use workload::Workload;
 
 /// Most workers accepted; more would only oversubscribe the machine.
@@ -88,13 +88,15 @@ impl RunConfig {
                             out.push(Spec {
                                 workload,
                                 mode,
-                                index,
+                                design: Design {
+                                    index,
+                                    imap,
+                                    lock,
+                                    anon_rule,
+                                },
                                 threads,
                                 resident: self.resident,
                                 resident_vmas: self.resident_vmas,
-                                imap,
-                                lock,
-                                anon_rule,
                                 topology: Arc::clone(&self.topology),
                                 pin: self.pin,
                             });
@@ -217,7 +219,7 @@ impl Row {
             .collect();
         RunLine {
             record: Record {
-                imp: self.spec.index.name(),
+                imp: self.spec.design.index.name(),
                 op: self.spec.workload.name(),
                 n: self.spec.population(),
                 threads: self.spec.threads,
@@ -234,9 +236,9 @@ impl Row {
             }),
             repeat: self.repeat,
             runs: self.spread,
-            imap: self.spec.imap.name(),
-            lock: self.spec.lock.name(),
-            anon_rule: rule_name(self.spec.anon_rule),
+            imap: self.spec.design.imap.name(),
+            lock: self.spec.design.lock.name(),
+            anon_rule: rule_name(self.spec.design.anon_rule),
             topology: self.spec.topology.to_string(),
             locks,
         }
@@ -272,13 +274,10 @@ fn measure_median(spec: &Spec, config: &RunConfig) -> Result<(Measurement, Sprea
 /// A configuration in one line, for progress and errors.
 fn label(s: &Spec) -> String {
     format!(
-        "{} {} {} imap={} lock={} anon-rule={} topology={} x{}",
+        "{} {} {} topology={} x{}",
         s.workload,
         s.mode.name(),
-        s.index,
-        s.imap,
-        s.lock,
-        rule_name(s.anon_rule),
+        s.design,
         s.topology,
         s.threads
     )
@@ -318,7 +317,7 @@ pub fn render_table(rows: &[Row]) -> String {
         let base = rows
             .iter()
             .filter(|r| {
-                let key = |s: &Spec| (s.workload, s.mode, s.index, s.imap, s.lock, s.anon_rule);
+                let key = |s: &Spec| (s.workload, s.mode, s.design);
                 key(&r.spec) == key(s)
             })
             .min_by_key(|r| r.spec.threads)
@@ -335,10 +334,10 @@ pub fn render_table(rows: &[Row]) -> String {
         let mut cells = vec![
             s.workload.name().to_string(),
             s.mode.name().to_string(),
-            s.index.name().to_string(),
-            s.imap.name().to_string(),
-            s.lock.name().to_string(),
-            rule_name(s.anon_rule).to_string(),
+            s.design.index.name().to_string(),
+            s.design.imap.name().to_string(),
+            s.design.lock.name().to_string(),
+            rule_name(s.design.anon_rule).to_string(),
             s.threads.to_string(),
             format!("{:.0}", row.m.ops_per_sec()),
             scaling,

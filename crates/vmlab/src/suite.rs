@@ -56,7 +56,7 @@ use mm::lock::LockKind;
 use mm::topology::Topology;
 use mm::IndexKind;
 
-use crate::run::harness::{self, Mode, Spec, Timing};
+use crate::run::harness::{self, Design, Mode, Spec, Timing};
 use crate::run::resident;
 use crate::run::workload::Workload;
 use crate::tree::{self, Impl, Op, Scale, TreeConfig};
@@ -84,13 +84,7 @@ struct Config {
 
 #[derive(Debug, Clone)]
 enum ConfigKind {
-    Run {
-        mode: Mode,
-        index: IndexKind,
-        imap: ImapDesign,
-        lock: LockKind,
-        anon_rule: bool,
-    },
+    Run { mode: Mode, design: Design },
     /// A `tree` implementation.
     Tree(Impl),
 }
@@ -134,10 +128,12 @@ fn run_config(
         tags,
         kind: ConfigKind::Run {
             mode,
-            index,
-            imap,
-            lock,
-            anon_rule,
+            design: Design {
+                index,
+                imap,
+                lock,
+                anon_rule,
+            },
         },
     }
 }
@@ -845,13 +841,7 @@ fn measure_run(
     let Some(w) = Workload::ALL.iter().copied().find(|w| w.name() == workload) else {
         return Err("not a run workload".to_string());
     };
-    let Some(ConfigKind::Run {
-        mode,
-        index,
-        imap,
-        lock,
-        anon_rule,
-    }) = configs(workload)
+    let Some(ConfigKind::Run { mode, design }) = configs(workload)
         .into_iter()
         .find(|c| c.label == label)
         .map(|c| c.kind)
@@ -861,13 +851,10 @@ fn measure_run(
     let spec = Spec {
         workload: w,
         mode,
-        index,
+        design,
         threads,
         resident: resident::DEFAULT_RESIDENT,
         resident_vmas: plan.resident_vmas,
-        imap,
-        lock,
-        anon_rule,
         topology: Arc::clone(&plan.topology),
         pin: plan.pin,
     };

@@ -55,6 +55,75 @@ impl Mode {
     }
 }
 
+/// The design choices a run compares: every address space and shared
+/// file of the run is built with them. The one shape they travel in from
+/// the command line to a result (`vmbench run`'s lists make a `Design`
+/// per combination; the suite's configurations each name one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Design {
+    /// The VMA index of every address space.
+    pub index: IndexKind,
+    /// The i_mmap design of the files workers share.
+    pub imap: ImapDesign,
+    /// The lock of every i_mmap and anon_vma lock.
+    pub lock: LockKind,
+    /// The anon_vma rule: an adjustment that only moves a VMA's end
+    /// takes no anon_vma lock.
+    pub anon_rule: bool,
+}
+
+impl Default for Design {
+    /// The kernel's current design: the maple tree, one i_mmap tree under
+    /// one rwsem, the anon_vma rule on.
+    fn default() -> Design {
+        Design {
+            index: IndexKind::Maple,
+            imap: ImapDesign::default(),
+            lock: LockKind::default(),
+            anon_rule: true,
+        }
+    }
+}
+
+impl Design {
+    /// How every address space of a run with this design is built.
+    pub fn mm_config(&self) -> MmConfig {
+        MmConfig {
+            index: self.index,
+            anon: AnonConfig {
+                rule: self.anon_rule,
+                lock: self.lock,
+            },
+            ..MmConfig::default()
+        }
+    }
+
+    /// How the reverse map of every shared file is kept, its groups taken
+    /// from `topology`.
+    pub fn imap_config(&self, topology: &Arc<Topology>) -> ImapConfig {
+        ImapConfig {
+            design: self.imap,
+            lock: self.lock,
+            topology: Some(Arc::clone(topology)),
+            ..ImapConfig::default()
+        }
+    }
+}
+
+impl std::fmt::Display for Design {
+    /// `maple imap=single lock=rwsem anon-rule=on`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} imap={} lock={} anon-rule={}",
+            self.index,
+            self.imap,
+            self.lock,
+            crate::run::rule_name(self.anon_rule)
+        )
+    }
+}
+
 /// One configuration to measure.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Spec {
@@ -62,8 +131,8 @@ pub struct Spec {
     pub workload: Workload,
     /// Whether workers share an address space.
     pub mode: Mode,
-    /// The VMA index of every address space.
-    pub index: IndexKind,
+    /// The design choices of every address space and file.
+    pub design: Design,
     /// Number of workers.
     pub threads: usize,
     /// Resident VMAs mapped into each address space before starting
@@ -72,12 +141,6 @@ pub struct Spec {
     pub resident: usize,
     /// `execl`: libc file VMAs held by idle processes through the run.
     pub resident_vmas: usize,
-    /// The i_mmap design of the files workers share.
-    pub imap: ImapDesign,
-    /// The lock of every i_mmap and anon_vma lock.
-    pub lock: LockKind,
-    /// DESIGN §1.3's anon_vma rule.
-    pub anon_rule: bool,
     /// The machine the i_mmap groups and the workers' CPUs come from, real
     /// or emulated.
     pub topology: Arc<Topology>,
@@ -98,24 +161,12 @@ impl Spec {
 
     /// How every address space of the run is built.
     pub fn mm_config(&self) -> MmConfig {
-        MmConfig {
-            index: self.index,
-            anon: AnonConfig {
-                rule: self.anon_rule,
-                lock: self.lock,
-            },
-            ..MmConfig::default()
-        }
+        self.design.mm_config()
     }
 
     /// How the reverse map of every shared file of the run is kept.
     pub fn imap_config(&self) -> ImapConfig {
-        ImapConfig {
-            design: self.imap,
-            lock: self.lock,
-            topology: Some(Arc::clone(&self.topology)),
-            ..ImapConfig::default()
-        }
+        self.design.imap_config(&self.topology)
     }
 
     /// The (virtual) CPU worker `id` runs as, and whether it is pinned to
@@ -591,13 +642,10 @@ mod tests {
         Spec {
             workload,
             mode,
-            index: IndexKind::Maple,
+            design: Design::default(),
             threads,
             resident: 20,
             resident_vmas: 37,
-            imap: ImapDesign::default(),
-            lock: LockKind::default(),
-            anon_rule: true,
             topology: topology::host(),
             pin: true,
         }
