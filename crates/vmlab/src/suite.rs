@@ -84,7 +84,10 @@ struct Config {
 
 #[derive(Debug, Clone)]
 enum ConfigKind {
-    Run { mode: Mode, design: Design },
+    Run {
+        mode: Mode,
+        design: Design,
+    },
     /// A `tree` implementation.
     Tree(Impl),
 }
