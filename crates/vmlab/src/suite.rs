@@ -92,18 +92,48 @@ enum ConfigKind {
     Tree(Impl),
 }
 
-/// The suite's workloads, in run order.
-pub const WORKLOADS: [&str; 9] = [
-    "tree",
-    "execl",
-    "aim7-brk",
-    "brk1",
-    "mmap1",
-    "malloc1",
-    "mmap2",
-    "page_fault3",
-    "kernbench",
-];
+/// A workload of the suite: the tree microbenchmark, or one of `run`'s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SuiteWorkload {
+    /// `vmbench tree`'s operations, per implementation and size.
+    Tree,
+    /// A workload on the address-space model.
+    Run(Workload),
+}
+
+impl SuiteWorkload {
+    /// The suite's workloads, in run order.
+    pub const ALL: [SuiteWorkload; 9] = [
+        SuiteWorkload::Tree,
+        SuiteWorkload::Run(Workload::Execl),
+        SuiteWorkload::Run(Workload::Aim7Brk),
+        SuiteWorkload::Run(Workload::Brk1),
+        SuiteWorkload::Run(Workload::Mmap1),
+        SuiteWorkload::Run(Workload::Malloc1),
+        SuiteWorkload::Run(Workload::Mmap2),
+        SuiteWorkload::Run(Workload::PageFault3),
+        SuiteWorkload::Run(Workload::Kernbench),
+    ];
+
+    /// The name on the command line and in `results.jsonl`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SuiteWorkload::Tree => "tree",
+            SuiteWorkload::Run(w) => w.name(),
+        }
+    }
+
+    /// The workload called `name`, if the suite has one.
+    pub fn named(name: &str) -> Option<SuiteWorkload> {
+        SuiteWorkload::ALL.into_iter().find(|w| w.name() == name)
+    }
+}
+
+impl std::fmt::Display for SuiteWorkload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// The tree operations the suite measures: lookups, writes, iteration,
 /// free-area search, reads beside a writer, and memory.
@@ -144,9 +174,9 @@ fn run_config(
 /// The configurations `workload` compares, baseline first.
 /// Every design name `Plan::designs` may hold, over all workloads.
 pub fn design_names() -> Vec<&'static str> {
-    let mut names: Vec<&'static str> = WORKLOADS
-        .iter()
-        .flat_map(|w| configs(w))
+    let mut names: Vec<&'static str> = SuiteWorkload::ALL
+        .into_iter()
+        .flat_map(configs)
         .flat_map(|c| c.tags)
         .collect();
     names.sort_unstable();
@@ -154,20 +184,22 @@ pub fn design_names() -> Vec<&'static str> {
     names
 }
 
-fn configs(workload: &str) -> Vec<Config> {
+fn configs(workload: SuiteWorkload) -> Vec<Config> {
     let m = IndexKind::Maple;
     let (single, rwsem) = (ImapDesign::Single, LockKind::Rwsem);
     let p = Mode::Processes;
-    match workload {
-        "tree" => Impl::ALL
+    let SuiteWorkload::Run(workload) = workload else {
+        return Impl::ALL
             .iter()
             .map(|&imp| Config {
                 label: imp.name().to_string(),
                 tags: vec![imp.name()],
                 kind: ConfigKind::Tree(imp),
             })
-            .collect(),
-        "execl" => {
+            .collect();
+    };
+    match workload {
+        Workload::Execl => {
             let mut out: Vec<Config> = ImapDesign::ALL
                 .iter()
                 .map(|&d| {
@@ -189,7 +221,7 @@ fn configs(workload: &str) -> Vec<Config> {
             }
             out
         }
-        "aim7-brk" => [false, true]
+        Workload::Aim7Brk => [false, true]
             .into_iter()
             .map(|rule| {
                 let name = if rule { "rule-on" } else { "rule-off" };
@@ -204,7 +236,7 @@ fn configs(workload: &str) -> Vec<Config> {
                 )
             })
             .collect(),
-        "kernbench" => IndexKind::ALL
+        Workload::Kernbench => IndexKind::ALL
             .iter()
             .rev()
             .map(|&index| {
@@ -229,8 +261,8 @@ fn configs(workload: &str) -> Vec<Config> {
 /// What a suite run measures and where it writes.
 #[derive(Debug, Clone)]
 pub struct Plan {
-    /// Workloads, in run order (names from [`WORKLOADS`]).
-    pub workloads: Vec<&'static str>,
+    /// Workloads, in run order.
+    pub workloads: Vec<SuiteWorkload>,
     /// Keep only configurations tagged with one of these design names
     /// ([`design_names`]); `None` keeps all.
     pub designs: Option<Vec<String>>,
@@ -285,7 +317,7 @@ impl Point {
     /// The point `sample` belongs to; `None` for a `tree` sample whose
     /// metric names no size.
     pub fn of(sample: &Sample) -> Option<Point> {
-        if sample.workload == "tree" {
+        if sample.workload == SuiteWorkload::Tree.name() {
             let (_, size) = sample.metric.rsplit_once(" n=")?;
             return Some(Point::Tree {
                 size: size.parse().ok()?,
@@ -318,7 +350,7 @@ impl std::fmt::Display for Point {
 
 impl Plan {
     /// The configurations of `workload` that `--designs` keeps.
-    fn configs(&self, workload: &str) -> Vec<Config> {
+    fn configs(&self, workload: SuiteWorkload) -> Vec<Config> {
         configs(workload)
             .into_iter()
             .filter(|c| match &self.designs {
@@ -330,7 +362,7 @@ impl Plan {
 
     /// The labels of the configurations of `workload` the plan keeps, in
     /// run order.
-    pub fn config_labels(&self, workload: &str) -> Vec<String> {
+    pub fn config_labels(&self, workload: SuiteWorkload) -> Vec<String> {
         self.configs(workload)
             .into_iter()
             .map(|c| c.label)
@@ -348,7 +380,7 @@ impl Plan {
                 continue;
             }
             for rep in 0..self.repeat {
-                if w == "tree" {
+                if w == SuiteWorkload::Tree {
                     // One tree pass measures every kept implementation.
                     out.extend(
                         self.tree_sizes
@@ -380,7 +412,11 @@ impl Plan {
     /// What `plan.json` records of the plan: everything but the directory.
     fn record(&self) -> PlanRecord {
         PlanRecord {
-            workloads: self.workloads.iter().map(|w| w.to_string()).collect(),
+            workloads: self
+                .workloads
+                .iter()
+                .map(|w| w.name().to_string())
+                .collect(),
             designs: self.designs.clone(),
             threads: self.threads.clone(),
             repeat: self.repeat,
@@ -437,8 +473,8 @@ impl PlanRecord {
         let bad = |what: String| LabError(format!("--resume: {}: {what}", out.display()));
         let mut workloads = Vec::new();
         for name in &self.workloads {
-            match WORKLOADS.iter().find(|&&w| w == name) {
-                Some(&w) => workloads.push(w),
+            match SuiteWorkload::named(name) {
+                Some(w) => workloads.push(w),
                 None => return Err(bad(format!("plan.json names an unknown workload '{name}'"))),
             }
         }
@@ -537,7 +573,11 @@ pub fn run(plan: &Plan, command: &str, force: bool) -> Result<(), LabError> {
         return Err(LabError(format!(
             "nothing to measure: --designs {} keeps no configuration of the workloads {}",
             plan.designs.as_deref().unwrap_or_default().join(","),
-            plan.workloads.join(",")
+            plan.workloads
+                .iter()
+                .map(|w| w.name())
+                .collect::<Vec<_>>()
+                .join(",")
         )));
     }
     let created = prepare_out(&plan.out, force)?;
@@ -661,7 +701,7 @@ fn prepare_out(out: &Path, force: bool) -> Result<bool, LabError> {
                      --force to replace an earlier suite's results in it"
                 )));
             }
-            let plots = WORKLOADS
+            let plots = SuiteWorkload::ALL
                 .iter()
                 .flat_map(|w| [format!("{w}.svg"), format!("{w}.png")]);
             for name in SUITE_FILES.iter().map(|f| f.to_string()).chain(plots) {
@@ -841,10 +881,10 @@ fn measure_run(
     threads: usize,
     rep: usize,
 ) -> Result<Sample, String> {
-    let Some(w) = Workload::ALL.iter().copied().find(|w| w.name() == workload) else {
+    let Some(suite_workload @ SuiteWorkload::Run(w)) = SuiteWorkload::named(workload) else {
         return Err("not a run workload".to_string());
     };
-    let Some(ConfigKind::Run { mode, design }) = configs(workload)
+    let Some(ConfigKind::Run { mode, design }) = configs(suite_workload)
         .into_iter()
         .find(|c| c.label == label)
         .map(|c| c.kind)
@@ -886,7 +926,7 @@ fn measure_tree(
     bar: &ProgressBar,
 ) -> Result<Vec<Sample>, LabError> {
     let impls: Vec<Impl> = plan
-        .configs("tree")
+        .configs(SuiteWorkload::Tree)
         .iter()
         .filter_map(|c| match c.kind {
             ConfigKind::Tree(i) => Some(i),
@@ -926,17 +966,16 @@ fn measure_tree(
 /// resumed file holds them in; tree samples keep their order.
 fn in_plan_order(samples: &[Sample]) -> Vec<Sample> {
     let rank = |s: &Sample| {
-        let w = WORKLOADS
-            .iter()
-            .position(|&w| w == s.workload)
+        let workload = SuiteWorkload::named(&s.workload);
+        let w = workload
+            .and_then(|w| SuiteWorkload::ALL.iter().position(|&x| x == w))
             .unwrap_or(usize::MAX);
-        let c = if s.workload == "tree" {
-            0
-        } else {
-            configs(&s.workload)
+        let c = match workload {
+            Some(w @ SuiteWorkload::Run(_)) => configs(w)
                 .iter()
                 .position(|c| c.label == s.config)
-                .unwrap_or(usize::MAX)
+                .unwrap_or(usize::MAX),
+            _ => 0,
         };
         (w, c)
     };
@@ -1022,7 +1061,7 @@ mod tests {
 
     #[test]
     fn every_workload_has_a_baseline_and_design_names_are_known() {
-        for w in WORKLOADS {
+        for w in SuiteWorkload::ALL {
             let c = configs(w);
             assert!(!c.is_empty(), "{w}");
             let labels: Vec<&str> = c.iter().map(|c| c.label.as_str()).collect();
@@ -1035,14 +1074,18 @@ mod tests {
                 "{w}: duplicate labels {labels:?}"
             );
         }
-        assert_eq!(configs("execl")[0].label, "imap=single");
-        assert_eq!(configs("aim7-brk")[0].label, "rule=off");
-        assert_eq!(configs("brk1")[0].label, "legacy processes");
+        let first = |w| configs(SuiteWorkload::Run(w))[0].label.clone();
+        assert_eq!(first(Workload::Execl), "imap=single");
+        assert_eq!(first(Workload::Aim7Brk), "rule=off");
+        assert_eq!(first(Workload::Brk1), "legacy processes");
     }
 
     fn plan(workloads: &[&'static str], designs: Option<&[&str]>) -> Plan {
         Plan {
-            workloads: workloads.to_vec(),
+            workloads: workloads
+                .iter()
+                .map(|w| SuiteWorkload::named(w).expect("a suite workload"))
+                .collect(),
             designs: designs.map(|d| d.iter().map(|s| s.to_string()).collect()),
             threads: vec![1, 2],
             repeat: 2,

@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::Args;
 use vmlab::run::execl;
 use vmlab::run::harness::Timing;
-use vmlab::suite::{self, Plan};
+use vmlab::suite::{self, Plan, SuiteWorkload};
 use vmlab::tree::Scale;
 use vmlab::LabError;
 
@@ -24,8 +24,8 @@ pub struct SuiteArgs {
 
     /// Workloads, comma separated: tree, execl, aim7-brk, brk1, mmap1,
     /// malloc1, mmap2, page_fault3, kernbench. [default: all]
-    #[arg(long, value_delimiter = ',')]
-    pub workloads: Option<Vec<String>>,
+    #[arg(long, value_delimiter = ',', value_parser = super::named(&SuiteWorkload::ALL, SuiteWorkload::name))]
+    pub workloads: Option<Vec<SuiteWorkload>>,
 
     /// Keep only the configurations that name one of these designs, comma
     /// separated: maple, legacy (the VMA index), processes, threads (the
@@ -82,24 +82,8 @@ pub struct SuiteArgs {
 impl SuiteArgs {
     fn plan(&self) -> Result<Plan, LabError> {
         let workloads = match &self.workloads {
-            None => suite::WORKLOADS.to_vec(),
-            Some(names) => {
-                let mut out = Vec::new();
-                for raw in names {
-                    let name = raw.trim();
-                    match suite::WORKLOADS.iter().find(|&&w| w == name) {
-                        Some(&w) if !out.contains(&w) => out.push(w),
-                        Some(_) => {}
-                        None => {
-                            return Err(LabError(format!(
-                                "--workloads: unknown workload '{name}' (expected one of {})",
-                                suite::WORKLOADS.join(", ")
-                            )))
-                        }
-                    }
-                }
-                out
-            }
+            None => SuiteWorkload::ALL.to_vec(),
+            Some(w) => super::dedup(w),
         };
         let designs = match &self.designs {
             None => None,
@@ -236,16 +220,17 @@ pub fn main(args: &SuiteArgs) -> Result<(), LabError> {
 mod tests {
     use super::*;
 
+    #[derive(clap::Parser)]
+    struct SuiteArgsParser {
+        #[command(flatten)]
+        a: SuiteArgs,
+    }
+
     fn args(extra: &[&str]) -> SuiteArgs {
         use clap::Parser;
-        #[derive(Parser)]
-        struct T {
-            #[command(flatten)]
-            a: SuiteArgs,
-        }
         let mut argv = vec!["suite"];
         argv.extend_from_slice(extra);
-        T::try_parse_from(argv).unwrap().a
+        SuiteArgsParser::try_parse_from(argv).unwrap().a
     }
 
     #[test]
@@ -253,14 +238,17 @@ mod tests {
         let plan = args(&["--designs", "distributed,rule-on,maple"])
             .plan()
             .unwrap();
-        let labels = |w| plan.config_labels(w);
+        let labels = |w| plan.config_labels(SuiteWorkload::named(w).unwrap());
         assert_eq!(labels("execl"), vec!["imap=distributed"]);
         assert_eq!(labels("aim7-brk"), vec!["rule=on"]);
         assert_eq!(labels("brk1"), vec!["maple processes", "maple threads"]);
         assert_eq!(labels("tree"), vec!["maple"]);
+        // An unknown workload is clap's to refuse, with the list.
+        let mut argv = vec!["suite", "--workloads", "kernbench2"];
+        let e = <SuiteArgsParser as clap::Parser>::try_parse_from(argv.drain(..)).err();
+        assert!(e.is_some_and(|e| e.to_string().contains("possible values: tree, execl")));
         for bad in [
             &["--designs", "percpu"][..],
-            &["--workloads", "kernbench2"],
             &["--threads", "0"],
             &["--repeat", "0"],
             &["--topology", "0x2"],
