@@ -22,6 +22,7 @@ use std::fmt;
 use statrs::distribution::{ContinuousCDF, StudentsT};
 use statrs::statistics::Statistics;
 
+use crate::group::{self, Metric};
 use crate::samples::Sample;
 pub use crate::table::{render_html, render_markdown, render_text, Cell, Row, WorkloadTable};
 
@@ -165,92 +166,13 @@ impl Change {
     }
 }
 
-/// The identity of a row's figure within a workload.
-#[derive(Debug, Clone, PartialEq)]
-struct Metric<'s> {
-    name: &'s str,
-    unit: &'s str,
-    higher_is_better: bool,
-}
-
-impl Metric<'_> {
-    fn of<'s>(s: &'s Sample) -> Metric<'s> {
-        Metric {
-            name: &s.metric,
-            unit: &s.unit,
-            higher_is_better: s.higher_is_better,
-        }
+/// `hmean` for rates, `amean` for times and sizes: the mean a row shows.
+fn mean_kind(metric: &Metric<'_>) -> &'static str {
+    if metric.higher_is_better {
+        "hmean"
+    } else {
+        "amean"
     }
-
-    /// `ops/s`, or `load n=1000 (ns/op)` where the metric is not its unit.
-    fn label(&self) -> String {
-        if self.name == self.unit {
-            self.name.to_string()
-        } else {
-            format!("{} ({})", self.name, self.unit)
-        }
-    }
-
-    fn mean_kind(&self) -> &'static str {
-        if self.higher_is_better {
-            "hmean"
-        } else {
-            "amean"
-        }
-    }
-}
-
-/// Pushes `item` unless present, keeping first-seen order.
-fn push_new<T: PartialEq>(list: &mut Vec<T>, item: T) {
-    if !list.contains(&item) {
-        list.push(item);
-    }
-}
-
-/// Workloads in first-seen order over `sets`.
-fn workloads<'s>(sets: &[&'s [Sample]]) -> Vec<&'s str> {
-    let mut out = Vec::new();
-    for s in sets.iter().flat_map(|set| set.iter()) {
-        push_new(&mut out, s.workload.as_str());
-    }
-    out
-}
-
-/// Row keys (metric, threads) of `workload` over `sets`: metrics in
-/// first-seen order, threads ascending within a metric.
-fn row_keys<'s>(sets: &[&'s [Sample]], workload: &str) -> Vec<(Metric<'s>, usize)> {
-    let mut metrics: Vec<Metric<'s>> = Vec::new();
-    let mut keys: Vec<(Metric<'s>, usize)> = Vec::new();
-    for s in sets
-        .iter()
-        .flat_map(|set| set.iter())
-        .filter(|s| s.workload == workload)
-    {
-        push_new(&mut metrics, Metric::of(s));
-        push_new(&mut keys, (Metric::of(s), s.threads));
-    }
-    let rank = |m: &Metric<'_>| metrics.iter().position(|x| x == m).unwrap_or(usize::MAX);
-    keys.sort_by_key(|(m, t)| (rank(m), *t));
-    keys
-}
-
-/// The values of one cell.
-fn values(
-    set: &[Sample],
-    workload: &str,
-    metric: &Metric<'_>,
-    threads: usize,
-    config: &str,
-) -> Vec<f64> {
-    set.iter()
-        .filter(|s| {
-            s.workload == workload
-                && s.threads == threads
-                && s.config == config
-                && Metric::of(s) == *metric
-        })
-        .map(|s| s.value)
-        .collect()
 }
 
 /// Legend lines shared by both kinds of table.
@@ -285,23 +207,20 @@ fn common_legend(rows: &[Row]) -> Vec<String> {
 /// with a mark (`*`) where Welch's p < [`ALPHA`], and a word that says
 /// better/worse given `higher_is_better`.
 pub fn suite_tables(samples: &[Sample]) -> Vec<WorkloadTable> {
-    let sets = [samples];
-    workloads(&sets)
+    group::by_workload(samples)
         .into_iter()
-        .map(|workload| {
-            let mut configs: Vec<&str> = Vec::new();
-            for s in samples.iter().filter(|s| s.workload == workload) {
-                push_new(&mut configs, s.config.as_str());
-            }
-            let rows: Vec<Row> = row_keys(&sets, workload)
-                .into_iter()
-                .map(|(metric, threads)| {
+        .map(|g| {
+            let rows: Vec<Row> = g
+                .rows
+                .iter()
+                .map(|&(metric, threads)| {
                     let hib = metric.higher_is_better;
-                    let cols: Vec<Vec<f64>> = configs
+                    let cols: Vec<&[f64]> = g
+                        .configs
                         .iter()
-                        .map(|c| values(samples, workload, &metric, threads, c))
+                        .map(|c| g.values(&metric, c, threads))
                         .collect();
-                    let base = summarize(&cols[0], hib);
+                    let base = summarize(cols[0], hib);
                     let cells = cols
                         .iter()
                         .enumerate()
@@ -311,7 +230,7 @@ pub fn suite_tables(samples: &[Sample]) -> Vec<WorkloadTable> {
                             (false, Some(s)) => match (i, &base) {
                                 (0, _) | (_, None) => Cell::Mean(s),
                                 (_, Some(b)) => {
-                                    Cell::MeanVs(s, Change::between(b, &cols[0], &s, v, hib))
+                                    Cell::MeanVs(s, Change::between(b, cols[0], &s, v, hib))
                                 }
                             },
                         })
@@ -319,7 +238,7 @@ pub fn suite_tables(samples: &[Sample]) -> Vec<WorkloadTable> {
                     Row {
                         labels: vec![
                             metric.label(),
-                            metric.mean_kind().to_string(),
+                            mean_kind(&metric).to_string(),
                             threads.to_string(),
                         ],
                         cells,
@@ -330,7 +249,7 @@ pub fn suite_tables(samples: &[Sample]) -> Vec<WorkloadTable> {
                 .iter()
                 .map(|s| s.to_string())
                 .collect();
-            header.extend(configs.iter().enumerate().map(|(i, c)| {
+            header.extend(g.configs.iter().enumerate().map(|(i, c)| {
                 if i == 0 {
                     format!("{c} (baseline)")
                 } else {
@@ -343,11 +262,11 @@ pub fn suite_tables(samples: &[Sample]) -> Vec<WorkloadTable> {
                 format!(
                     "% = change of the mean against the baseline column ({}); \
                      better/worse given the row's direction",
-                    configs[0]
+                    g.configs[0]
                 ),
             );
             WorkloadTable {
-                workload: workload.to_string(),
+                workload: g.name.to_string(),
                 header,
                 rows,
                 legend,
@@ -359,20 +278,23 @@ pub fn suite_tables(samples: &[Sample]) -> Vec<WorkloadTable> {
 /// The same table from two result sets: per workload, rows = (metric,
 /// threads, config), columns A, B, % diff B vs A, significance.
 pub fn compare_tables(a: &[Sample], b: &[Sample]) -> Vec<WorkloadTable> {
-    let sets = [a, b];
-    workloads(&sets)
+    // Rows and columns come from both runs together, values from each.
+    let both: Vec<Sample> = a.iter().chain(b).cloned().collect();
+    let (ga, gb) = (group::by_workload(a), group::by_workload(b));
+    let side_of = |groups: &[group::Workload<'_>], name: &str| -> Option<usize> {
+        groups.iter().position(|g| g.name == name)
+    };
+    group::by_workload(&both)
         .into_iter()
-        .map(|workload| {
-            let mut configs: Vec<&str> = Vec::new();
-            for s in a.iter().chain(b).filter(|s| s.workload == workload) {
-                push_new(&mut configs, s.config.as_str());
-            }
+        .map(|g| {
+            let (ia, ib) = (side_of(&ga, g.name), side_of(&gb, g.name));
+            let none: &[f64] = &[];
             let mut rows = Vec::new();
-            for (metric, threads) in row_keys(&sets, workload) {
+            for &(metric, threads) in &g.rows {
                 let hib = metric.higher_is_better;
-                for config in &configs {
-                    let va = values(a, workload, &metric, threads, config);
-                    let vb = values(b, workload, &metric, threads, config);
+                for config in &g.configs {
+                    let va = ia.map_or(none, |i| ga[i].values(&metric, config, threads));
+                    let vb = ib.map_or(none, |i| gb[i].values(&metric, config, threads));
                     if va.is_empty() && vb.is_empty() {
                         continue;
                     }
@@ -381,10 +303,10 @@ pub fn compare_tables(a: &[Sample], b: &[Sample]) -> Vec<WorkloadTable> {
                         (false, None) => Cell::Unusable,
                         (false, Some(s)) => Cell::Mean(s),
                     };
-                    let (ca, cb) = (side(&va), side(&vb));
+                    let (ca, cb) = (side(va), side(vb));
                     let (diff, test) = match (ca.summary(), cb.summary()) {
                         (Some(sa), Some(sb)) => {
-                            let c = Change::between(sa, &va, sb, &vb, hib);
+                            let c = Change::between(sa, va, sb, vb, hib);
                             (Cell::Diff(c), Cell::Test(c))
                         }
                         _ => (Cell::Missing, Cell::Missing),
@@ -392,7 +314,7 @@ pub fn compare_tables(a: &[Sample], b: &[Sample]) -> Vec<WorkloadTable> {
                     rows.push(Row {
                         labels: vec![
                             metric.label(),
-                            metric.mean_kind().to_string(),
+                            mean_kind(&metric).to_string(),
                             threads.to_string(),
                             config.to_string(),
                         ],
@@ -415,7 +337,7 @@ pub fn compare_tables(a: &[Sample], b: &[Sample]) -> Vec<WorkloadTable> {
                     .to_string(),
             );
             WorkloadTable {
-                workload: workload.to_string(),
+                workload: g.name.to_string(),
                 header,
                 rows,
                 legend,

@@ -43,6 +43,7 @@
 #![deny(missing_docs)]
 
 pub mod compare;
+pub mod group;
 pub mod output;
 pub mod page;
 pub mod plot;

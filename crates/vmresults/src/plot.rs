@@ -34,6 +34,7 @@ use plotters::style::FontTransform;
 #[cfg(feature = "png")]
 use resvg::{tiny_skia, usvg};
 
+use crate::group;
 use crate::Sample;
 
 /// Line colours, one per configuration in order of first appearance:
@@ -167,10 +168,6 @@ struct Point {
     reps: usize,
 }
 
-/// One repetition as grouped for a point: threads, whether higher is
-/// better, value.
-type Measured = (usize, bool, f64);
-
 /// One workload's samples, summarised per metric and configuration.
 #[derive(Debug)]
 struct Chart {
@@ -194,79 +191,74 @@ impl Chart {
     /// Groups and summarises the samples of `workload`; an error if there
     /// are none or a value is not a finite non-negative number.
     fn of(samples: &[Sample], workload: &str) -> Result<Chart, String> {
-        let mut metrics: Vec<(String, String)> = Vec::new();
-        let mut configs: Vec<String> = Vec::new();
-        let mut threads: Vec<usize> = Vec::new();
-        let mut groups: HashMap<(usize, usize), Vec<Measured>> = HashMap::new();
-        for s in samples.iter().filter(|s| s.workload == workload) {
-            if !s.value.is_finite() || s.value < 0.0 {
-                return Err(format!(
-                    "workload `{workload}`, {} {} at {} threads: value {} is not a finite \
-                     non-negative number",
-                    s.config, s.metric, s.threads, s.value
-                ));
-            }
-            let m = match metrics.iter().position(|(m, _)| *m == s.metric) {
-                Some(i) => {
-                    if metrics[i].1 != s.unit {
-                        return Err(format!(
-                            "workload `{workload}`: metric `{}` is in both {} and {}",
-                            s.metric, metrics[i].1, s.unit
-                        ));
-                    }
-                    i
-                }
-                None => {
-                    metrics.push((s.metric.clone(), s.unit.clone()));
-                    metrics.len() - 1
-                }
-            };
-            let c = match configs.iter().position(|c| *c == s.config) {
-                Some(i) => i,
-                None => {
-                    configs.push(s.config.clone());
-                    configs.len() - 1
-                }
-            };
-            if !threads.contains(&s.threads) {
-                threads.push(s.threads);
-            }
-            groups
-                .entry((m, c))
-                .or_default()
-                .push((s.threads, s.higher_is_better, s.value));
+        if let Some(s) = samples
+            .iter()
+            .find(|s| s.workload == workload && !(s.value.is_finite() && s.value >= 0.0))
+        {
+            return Err(format!(
+                "workload `{workload}`, {} {} at {} threads: value {} is not a finite \
+                 non-negative number",
+                s.config, s.metric, s.threads, s.value
+            ));
         }
-        if metrics.is_empty() {
+        let groups = group::by_workload(samples);
+        let Some(g) = groups.iter().find(|g| g.name == workload) else {
             return Err(format!("no samples for workload `{workload}`"));
-        }
-        threads.sort_unstable();
-        let mut points = HashMap::new();
-        let (mut all_harmonic, mut any_harmonic) = (true, false);
-        for (key, mut values) in groups {
-            values.sort_by_key(|v| v.0);
-            let harmonic = values[0].1;
-            all_harmonic &= harmonic;
-            any_harmonic |= harmonic;
-            let mut series = Vec::new();
-            for chunk in values.chunk_by(|a, b| a.0 == b.0) {
-                let v: Vec<f64> = chunk.iter().map(|x| x.2).collect();
-                series.push(Point {
-                    threads: chunk[0].0,
-                    // The table's mean (harmonic for rates); a zero
-                    // rate, which has none, plots at zero.
-                    mean: crate::compare::summarize(&v, harmonic).map_or(0.0, |s| s.mean),
-                    min: v.iter().copied().fold(f64::INFINITY, f64::min),
-                    max: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-                    reps: v.len(),
+        };
+        // One name, two meanings: the file is not one run's.
+        for (i, m) in g.metrics.iter().enumerate() {
+            if let Some(o) = g.metrics[..i].iter().find(|o| o.name == m.name) {
+                return Err(if o.unit != m.unit {
+                    format!(
+                        "workload `{workload}`: metric `{}` is in both {} and {}",
+                        m.name, o.unit, m.unit
+                    )
+                } else {
+                    format!(
+                        "workload `{workload}`: metric `{}` is both higher- and \
+                         lower-is-better",
+                        m.name
+                    )
                 });
             }
-            points.insert(key, series);
+        }
+        let mut points = HashMap::new();
+        let (mut all_harmonic, mut any_harmonic) = (true, false);
+        for (mi, metric) in g.metrics.iter().enumerate() {
+            let harmonic = metric.higher_is_better;
+            for (ci, config) in g.configs.iter().enumerate() {
+                let series: Vec<Point> = g
+                    .threads
+                    .iter()
+                    .filter_map(|&threads| {
+                        let v = g.values(metric, config, threads);
+                        (!v.is_empty()).then(|| Point {
+                            threads,
+                            // The table's mean (harmonic for rates); a zero
+                            // rate, which has none, plots at zero.
+                            mean: crate::compare::summarize(v, harmonic).map_or(0.0, |s| s.mean),
+                            min: v.iter().copied().fold(f64::INFINITY, f64::min),
+                            max: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                            reps: v.len(),
+                        })
+                    })
+                    .collect();
+                if !series.is_empty() {
+                    all_harmonic &= harmonic;
+                    any_harmonic |= harmonic;
+                    points.insert((mi, ci), series);
+                }
+            }
         }
         Ok(Chart {
             workload: workload.to_string(),
-            metrics,
-            configs,
-            threads,
+            metrics: g
+                .metrics
+                .iter()
+                .map(|m| (m.name.to_string(), m.unit.to_string()))
+                .collect(),
+            configs: g.configs.iter().map(|c| c.to_string()).collect(),
+            threads: g.threads.clone(),
             points,
             all_harmonic,
             any_harmonic,
@@ -1170,5 +1162,4 @@ mod tests {
         assert_eq!(kept[0], 0.0);
         assert_eq!(*kept.last().unwrap(), 4.0);
     }
-
 }

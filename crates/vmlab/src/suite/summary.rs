@@ -5,6 +5,7 @@
 //! left out.
 
 use vmresults::compare::{self, ALPHA};
+use vmresults::group;
 use vmresults::samples::Sample;
 
 /// The `run` workloads whose scaling with threads the first line reports,
@@ -32,69 +33,88 @@ const WRITES: [&str; 3] = ["mmap1", "brk1", "mmap2"];
 /// assert!(lines[0].starts_with("anon_vma rule: aim7-brk x1.20"), "{}", lines[0]);
 /// ```
 pub fn summary(samples: &[Sample]) -> Vec<String> {
-    [maple(samples), imap(samples), anon_rule(samples)]
+    let run = Run::new(samples);
+    [maple(&run), imap(&run), anon_rule(&run)]
         .into_iter()
         .flatten()
         .collect()
 }
 
-/// The ops/s values of one cell.
-fn values(samples: &[Sample], workload: &str, config: &str, threads: usize) -> Vec<f64> {
-    samples
-        .iter()
-        .filter(|s| {
-            s.workload == workload
-                && s.config == config
-                && s.threads == threads
-                && s.metric == "ops/s"
-                && s.higher_is_better
-        })
-        .map(|s| s.value)
-        .collect()
+/// The run's samples as the tables group them, read through the `ops/s`
+/// metric of each workload.
+struct Run<'s> {
+    groups: Vec<group::Workload<'s>>,
 }
 
-/// The thread counts at which `config` of `workload` has ops/s samples,
-/// ascending.
-fn thread_counts(samples: &[Sample], workload: &str, config: &str) -> Vec<usize> {
-    let mut t: Vec<usize> = samples
-        .iter()
-        .filter(|s| s.workload == workload && s.config == config && s.metric == "ops/s")
-        .map(|s| s.threads)
-        .collect();
-    t.sort_unstable();
-    t.dedup();
-    t
+impl<'s> Run<'s> {
+    fn new(samples: &'s [Sample]) -> Run<'s> {
+        Run {
+            groups: group::by_workload(samples),
+        }
+    }
+
+    /// `workload`'s group and its ops/s metric.
+    fn ops(&self, workload: &str) -> Option<(&group::Workload<'s>, group::Metric<'s>)> {
+        let g = self.groups.iter().find(|g| g.name == workload)?;
+        let metric = g
+            .metrics
+            .iter()
+            .copied()
+            .find(|m| m.name == "ops/s" && m.higher_is_better)?;
+        Some((g, metric))
+    }
+
+    /// The ops/s values of one cell.
+    fn values(&self, workload: &str, config: &str, threads: usize) -> &[f64] {
+        self.ops(workload)
+            .map_or(&[][..], |(g, m)| g.values(&m, config, threads))
+    }
+
+    /// The thread counts at which `config` of `workload` has ops/s
+    /// samples, ascending.
+    fn thread_counts(&self, workload: &str, config: &str) -> Vec<usize> {
+        self.ops(workload)
+            .map_or_else(Vec::new, |(g, m)| g.threads_of(&m, config))
+    }
+
+    /// `workload`'s configurations, in first-seen order.
+    fn configs(&self, workload: &str) -> Vec<&'s str> {
+        self.groups
+            .iter()
+            .find(|g| g.name == workload)
+            .map_or_else(Vec::new, |g| g.configs.clone())
+    }
 }
 
 /// The thread counts both configurations were measured at, ascending.
-fn common_threads(samples: &[Sample], workload: &str, a: &str, b: &str) -> Vec<usize> {
-    let tb = thread_counts(samples, workload, b);
-    thread_counts(samples, workload, a)
+fn common_threads(run: &Run<'_>, workload: &str, a: &str, b: &str) -> Vec<usize> {
+    let tb = run.thread_counts(workload, b);
+    run.thread_counts(workload, a)
         .into_iter()
         .filter(|t| tb.contains(t))
         .collect()
 }
 
 /// The harmonic mean of a cell.
-fn mean(samples: &[Sample], workload: &str, config: &str, threads: usize) -> Option<f64> {
-    compare::summarize(&values(samples, workload, config, threads), true).map(|s| s.mean)
+fn mean(run: &Run<'_>, workload: &str, config: &str, threads: usize) -> Option<f64> {
+    compare::summarize(run.values(workload, config, threads), true).map(|s| s.mean)
 }
 
 /// `new` against `base` at `threads`: the ratio of their means and Welch's
 /// p on the time per operation, as the tables test rates.
 fn ratio(
-    samples: &[Sample],
+    run: &Run<'_>,
     workload: &str,
     new: &str,
     base: &str,
     threads: usize,
 ) -> Option<(f64, Option<f64>)> {
-    let a = values(samples, workload, base, threads);
-    let b = values(samples, workload, new, threads);
-    let ma = compare::summarize(&a, true)?.mean;
-    let mb = compare::summarize(&b, true)?.mean;
+    let a = run.values(workload, base, threads);
+    let b = run.values(workload, new, threads);
+    let ma = compare::summarize(a, true)?.mean;
+    let mb = compare::summarize(b, true)?.mean;
     let inv = |v: &[f64]| v.iter().map(|x| 1.0 / x).collect::<Vec<_>>();
-    Some((mb / ma, compare::welch_p(&inv(&a), &inv(&b))))
+    Some((mb / ma, compare::welch_p(&inv(a), &inv(b))))
 }
 
 /// `1 thread`, `2 threads`.
@@ -118,29 +138,29 @@ fn significance(p: Option<f64>) -> String {
 
 /// The mode whose maple and legacy columns `workload` has, threads mode
 /// (one shared address space, where the index's locking shows) first.
-fn modes(samples: &[Sample], workload: &str) -> Vec<(String, String, &'static str)> {
+fn modes(run: &Run<'_>, workload: &str) -> Vec<(String, String, &'static str)> {
     ["threads", "processes"]
         .into_iter()
         .map(|m| (format!("maple {m}"), format!("legacy {m}"), m))
-        .filter(|(maple, legacy, _)| !common_threads(samples, workload, maple, legacy).is_empty())
+        .filter(|(maple, legacy, _)| !common_threads(run, workload, maple, legacy).is_empty())
         .collect()
 }
 
 /// The maple tree against the legacy index: how a workload scales from
 /// the fewest to the most threads on each, and the write throughput of
 /// one at the most threads both measured.
-fn maple(samples: &[Sample]) -> Option<String> {
+fn maple(run: &Run<'_>) -> Option<String> {
     let mut parts = Vec::new();
     'scaling: for w in SCALING {
-        for (maple, legacy, mode) in modes(samples, w) {
-            let t = common_threads(samples, w, &maple, &legacy);
+        for (maple, legacy, mode) in modes(run, w) {
+            let t = common_threads(run, w, &maple, &legacy);
             let (Some(&lo), Some(&hi)) = (t.first(), t.last()) else {
                 continue;
             };
             if lo == hi {
                 continue;
             }
-            let scale = |c: &str| Some(mean(samples, w, c, hi)? / mean(samples, w, c, lo)?);
+            let scale = |c: &str| Some(mean(run, w, c, hi)? / mean(run, w, c, lo)?);
             if let (Some(m), Some(l)) = (scale(&maple), scale(&legacy)) {
                 parts.push(format!(
                     "{w} ({mode}) scales x{m:.2} from {lo} to {hi} threads where the legacy \
@@ -151,11 +171,11 @@ fn maple(samples: &[Sample]) -> Option<String> {
         }
     }
     'writes: for w in WRITES {
-        for (maple, legacy, mode) in modes(samples, w) {
-            let Some(&t) = common_threads(samples, w, &maple, &legacy).last() else {
+        for (maple, legacy, mode) in modes(run, w) {
+            let Some(&t) = common_threads(run, w, &maple, &legacy).last() else {
                 continue;
             };
-            if let Some((r, p)) = ratio(samples, w, &maple, &legacy, t) {
+            if let Some((r, p)) = ratio(run, w, &maple, &legacy, t) {
                 parts.push(format!(
                     "{w} ({mode}, {}) writes at x{r:.2} the legacy throughput ({})",
                     threads(t),
@@ -170,21 +190,13 @@ fn maple(samples: &[Sample]) -> Option<String> {
 
 /// The i_mmap designs (and lock kinds) against `imap=single` in `execl`, at
 /// the most workers the baseline was measured at, grouped by verdict.
-fn imap(samples: &[Sample]) -> Option<String> {
+fn imap(run: &Run<'_>) -> Option<String> {
     let (w, base) = ("execl", "imap=single");
-    let t = *thread_counts(samples, w, base).last()?;
-    let mut configs: Vec<&str> = Vec::new();
-    for s in samples
-        .iter()
-        .filter(|s| s.workload == w && s.config != base)
-    {
-        if !configs.contains(&s.config.as_str()) {
-            configs.push(&s.config);
-        }
-    }
+    let t = *run.thread_counts(w, base).last()?;
+    let configs: Vec<&str> = run.configs(w).into_iter().filter(|&c| c != base).collect();
     let (mut faster, mut slower, mut same, mut untested) = (vec![], vec![], vec![], vec![]);
     for c in configs {
-        let Some((r, p)) = ratio(samples, w, c, base, t) else {
+        let Some((r, p)) = ratio(run, w, c, base, t) else {
             continue;
         };
         let name = c.strip_prefix("imap=").unwrap_or(c);
@@ -217,10 +229,10 @@ fn imap(samples: &[Sample]) -> Option<String> {
 
 /// The anon_vma rule on against off in `aim7-brk`, at the most threads
 /// both were measured at.
-fn anon_rule(samples: &[Sample]) -> Option<String> {
+fn anon_rule(run: &Run<'_>) -> Option<String> {
     let w = "aim7-brk";
-    let t = *common_threads(samples, w, "rule=on", "rule=off").last()?;
-    let (r, p) = ratio(samples, w, "rule=on", "rule=off", t)?;
+    let t = *common_threads(run, w, "rule=on", "rule=off").last()?;
+    let (r, p) = ratio(run, w, "rule=on", "rule=off", t)?;
     Some(format!(
         "anon_vma rule: aim7-brk x{r:.2} with the rule on against off at {} ({})",
         threads(t),
