@@ -1,10 +1,22 @@
 //! `vmbench tree`: microbenchmarks of the maple tree against std's
-//! `BTreeMap` on an mmap-like layout (see [`workload`]).
+//! `BTreeMap` and three range-map peers on an mmap-like layout (see
+//! [`workload`]).
 //!
 //! Every figure is the median of `repeat` timed batches. Each batch's
 //! answers are checked against the closed-form layout, so a fast but wrong
 //! implementation fails the run instead of producing a flattering number.
+//! An implementation is measured only on the operations it can genuinely
+//! do ([`Op::applies_to`]); the others show as `-` in the table.
+//!
+//! Why each peer's crate is a dependency (see [`peers`]):
+//! - `rangemap`: `RangeInclusiveMap`, the ready-made single-threaded range
+//!   map, is the peer for every single-threaded op, gap searches included.
+//! - `scc`: `TreeIndex`, a lock-free-read concurrent B+ tree, is the peer
+//!   for concurrent loads beside a writer and for shared-API writes.
+//! - `crossbeam-skiplist`: `SkipMap`, the common concurrent ordered map, is
+//!   the same kind of peer built as a lock-free skip list.
 
+pub mod peers;
 pub mod subjects;
 pub mod workload;
 
@@ -18,7 +30,8 @@ use crate::figure::{self, Record, TableSpec};
 use crate::rng::SplitMix64;
 use crate::timing::{median_ns_per_op, timed, Sample};
 use crate::{parse_names, LabError};
-use subjects::{BTree, Maple, MapleShared, RwBTree, SharedSubject, Subject, Tally};
+use peers::{RangeMap, SccTree, SkipList};
+use subjects::{BTree, Maple, MapleShared, RwBTree, Scan, SharedSubject, Subject, Tally};
 use workload::Workload;
 
 /// Largest accepted structure size; beyond it the baselines alone need
@@ -42,15 +55,25 @@ pub enum Impl {
     BTreeMap,
     /// The same `BTreeMap` behind an `RwLock`, for the concurrent reader.
     RwLockBTreeMap,
+    /// `rangemap::RangeInclusiveMap<u64, u64>`, single-threaded.
+    RangeMap,
+    /// `scc::TreeIndex<start, (last, value)>` through its shared API.
+    SccTreeIndex,
+    /// `crossbeam_skiplist::SkipMap<start, (last, value)>` through its
+    /// shared API.
+    SkipMap,
 }
 
 impl Impl {
     /// All implementations, in table column order.
-    pub const ALL: [Impl; 4] = [
+    pub const ALL: [Impl; 7] = [
         Impl::Maple,
         Impl::MapleShared,
         Impl::BTreeMap,
         Impl::RwLockBTreeMap,
+        Impl::RangeMap,
+        Impl::SccTreeIndex,
+        Impl::SkipMap,
     ];
 
     /// The name used on the command line and in the output.
@@ -60,6 +83,9 @@ impl Impl {
             Impl::MapleShared => "maple-shared",
             Impl::BTreeMap => "btreemap",
             Impl::RwLockBTreeMap => "rwlock-btreemap",
+            Impl::RangeMap => "rangemap",
+            Impl::SccTreeIndex => "scc-treeindex",
+            Impl::SkipMap => "crossbeam-skiplist",
         }
     }
 }
@@ -168,19 +194,26 @@ impl Op {
     /// Whether the pair is measured at all: read paths are identical for
     /// both maple adapters so only `maple` reports them, the guard cost only
     /// exists for maple, and the lock-based map only makes sense shared.
+    /// The concurrent peers (`scc-treeindex`, `crossbeam-skiplist`) do
+    /// loads and shared-API writes but no ordered scans (see
+    /// [`subjects::Scan`]) and report no memory.
     pub fn applies_to(self, imp: Impl) -> bool {
         use Impl::*;
         match self {
-            Op::Load | Op::Iter | Op::GapRev | Op::GapFwd | Op::GapRevFar | Op::GapFwdFar => {
-                matches!(imp, Maple | BTreeMap)
+            Op::Load => matches!(imp, Maple | BTreeMap | RangeMap | SccTreeIndex | SkipMap),
+            Op::Iter | Op::GapRev | Op::GapFwd | Op::GapRevFar | Op::GapFwdFar => {
+                matches!(imp, Maple | BTreeMap | RangeMap)
             }
             Op::LoadPin => imp == Maple,
-            Op::InsertAsc | Op::InsertRand | Op::EraseRand => {
-                matches!(imp, Maple | MapleShared | BTreeMap)
+            Op::InsertAsc | Op::InsertRand | Op::EraseRand => matches!(
+                imp,
+                Maple | MapleShared | BTreeMap | RangeMap | SccTreeIndex | SkipMap
+            ),
+            Op::LoadWithWriter | Op::LoadNoWriter => {
+                matches!(imp, MapleShared | RwLockBTreeMap | SccTreeIndex | SkipMap)
             }
-            Op::LoadWithWriter | Op::LoadNoWriter => matches!(imp, MapleShared | RwLockBTreeMap),
             Op::BytesAsc | Op::BytesRand | Op::BytesTotalAsc | Op::BytesTotalRand => {
-                matches!(imp, Maple | BTreeMap)
+                matches!(imp, Maple | BTreeMap | RangeMap)
             }
         }
     }
@@ -226,8 +259,10 @@ pub struct Scale {
     pub min_read_ops: usize,
     /// Minimum writes per sample: small trees are built several times.
     pub min_write_ops: usize,
-    /// Rough wall-time cap per gap-search batch, because a linear scan
-    /// could otherwise take minutes on a large tree.
+    /// Rough wall-time cap per gap-search or lookup batch, because a
+    /// linear scan could otherwise take minutes on a large tree. (Among the
+    /// implementations only the gap scans of the plain maps are slow
+    /// enough to be capped.)
     pub gap_budget: Duration,
 }
 
@@ -328,16 +363,22 @@ pub fn run(cfg: &TreeConfig, sink: &mut dyn FnMut(Record)) -> Result<(), LabErro
         bench.single::<Maple>()?;
         bench.single::<MapleShared>()?;
         bench.single::<BTree>()?;
+        bench.single::<RangeMap>()?;
+        bench.unordered::<SccTree>()?;
+        bench.unordered::<SkipList>()?;
         bench.shared::<MapleShared>()?;
         bench.shared::<RwBTree>()?;
+        bench.shared::<SccTree>()?;
+        bench.shared::<SkipList>()?;
     }
     Ok(())
 }
 
 /// Explains the ratio column under the table.
 const RATIO_NOTE: &str = "ratio = maple / btreemap, except load_with_writer and load_no_writer \
-(maple-shared / rwlock-btreemap); bytes_asc and bytes_rand count maple's nodes only but all of \
-btreemap, so compare bytes_total_* for like with like.";
+(maple-shared / rwlock-btreemap); the peers (rangemap, scc-treeindex, crossbeam-skiplist) are \
+not in the ratio, and '-' marks an op an implementation does not do; bytes_asc and bytes_rand \
+count maple's nodes only but all of btreemap, so compare bytes_total_* for like with like.";
 
 /// Renders records of this benchmark as a table, with the ratio column
 /// comparing maple to its baseline (the locked map for concurrent rows),
@@ -377,8 +418,16 @@ impl SizeBench<'_> {
     }
 
     /// All single-threaded operations `S` takes part in.
-    fn single<S: Subject>(&mut self) -> Result<(), LabError> {
-        self.reads::<S>()?;
+    fn single<S: Scan>(&mut self) -> Result<(), LabError> {
+        self.reads::<S>(Self::read_value::<S>)?;
+        self.writes::<S>()?;
+        self.memory::<S>()
+    }
+
+    /// The single-threaded operations of a structure without ordered
+    /// scans: point lookups and writes (and memory, where it applies).
+    fn unordered<S: Subject>(&mut self) -> Result<(), LabError> {
+        self.reads::<S>(Self::point_value::<S>)?;
         self.writes::<S>()?;
         self.memory::<S>()
     }
@@ -392,8 +441,12 @@ impl SizeBench<'_> {
         }
     }
 
-    /// Lookup-style operations, all on one ascending build.
-    fn reads<S: Subject>(&mut self) -> Result<(), LabError> {
+    /// Lookup-style operations, all on one ascending build; `value`
+    /// measures one of them.
+    fn reads<S: Subject>(
+        &mut self,
+        value: fn(&Self, &S, Op) -> Result<f64, LabError>,
+    ) -> Result<(), LabError> {
         let wanted: Vec<Op> = READ_OPS
             .into_iter()
             .filter(|&op| self.cfg.wants(op, S::IMPL))
@@ -403,23 +456,47 @@ impl SizeBench<'_> {
         }
         let tree = build::<S>(&self.w.ascending())?;
         for op in wanted {
-            let value = self.read_value(&tree, op)?;
-            self.emit(S::IMPL, op, value);
+            let figure = value(self, &tree, op)?;
+            self.emit(S::IMPL, op, figure);
         }
         Ok(())
     }
 
-    /// Median figure of one read operation on `tree`.
-    fn read_value<S: Subject>(&self, tree: &S, op: Op) -> Result<f64, LabError> {
+    /// Median figure of one point lookup operation on `tree`.
+    fn point_value<S: Subject>(&self, tree: &S, op: Op) -> Result<f64, LabError> {
         let (label, repeat, addrs) = (self.label(S::IMPL, op), self.cfg.repeat, &self.w.addrs[..]);
         let budget = self.cfg.scale.gap_budget;
         match op {
-            Op::Load => lookups(label, repeat, addrs, workload::expected_load_sum, |a| {
-                tree.load_sum(a)
-            }),
-            Op::LoadPin => lookups(label, repeat, addrs, workload::expected_load_sum, |a| {
-                tree.load_pin_sum(a)
-            }),
+            Op::Load => capped_lookups(
+                label,
+                repeat,
+                addrs,
+                budget,
+                workload::expected_load_sum,
+                |a| tree.load_sum(a),
+            ),
+            Op::LoadPin => capped_lookups(
+                label,
+                repeat,
+                addrs,
+                budget,
+                workload::expected_load_sum,
+                |a| tree.load_pin_sum(a),
+            ),
+            other => fail(format!(
+                "{label}: {} needs ordered scans, which {} lacks",
+                other.name(),
+                S::IMPL.name()
+            )),
+        }
+    }
+
+    /// Median figure of one read operation on `tree`.
+    fn read_value<S: Scan>(&self, tree: &S, op: Op) -> Result<f64, LabError> {
+        let (label, repeat, addrs) = (self.label(S::IMPL, op), self.cfg.repeat, &self.w.addrs[..]);
+        let budget = self.cfg.scale.gap_budget;
+        match op {
+            Op::Load | Op::LoadPin => self.point_value(tree, op),
             Op::Iter => iteration(label, repeat, self.cfg.scale.passes(self.w.n), tree),
             Op::GapRev => capped_lookups(
                 label,
@@ -521,21 +598,26 @@ impl SizeBench<'_> {
             return Ok(());
         }
         let tree = S::build_ascending(self.w.n);
+        // Batches capped like other lookups, estimated with no writer.
+        let ops = capped_ops(&self.w.addrs, self.cfg.scale.gap_budget, |a| {
+            tree.checked_loads(a).hits
+        });
+        let addrs = &self.w.addrs[..ops];
         if alone {
-            let value = self.reader_alone(&tree)?;
+            let value = self.reader_alone(&tree, addrs)?;
             self.emit(S::IMPL, Op::LoadNoWriter, value);
         }
         if contended {
-            let value = self.reader_beside_writer(&tree)?;
+            let value = self.reader_beside_writer(&tree, addrs)?;
             self.emit(S::IMPL, Op::LoadWithWriter, value);
         }
         Ok(())
     }
 
     /// `load_no_writer`: with nothing changing the tree, every load must hit.
-    fn reader_alone<S: SharedSubject>(&self, tree: &S) -> Result<f64, LabError> {
+    fn reader_alone<S: SharedSubject>(&self, tree: &S, addrs: &[u64]) -> Result<f64, LabError> {
         let label = self.label(S::IMPL, Op::LoadNoWriter);
-        let (value, tally) = checked_reader(label, self.cfg.repeat, tree, &self.w.addrs)?;
+        let (value, tally) = checked_reader(label, self.cfg.repeat, tree, addrs)?;
         if tally.misses > 0 {
             return fail(format!(
                 "{label}: {} loads missed with no writer running",
@@ -547,13 +629,16 @@ impl SizeBench<'_> {
 
     /// `load_with_writer`, noting on stderr how often the reader caught an
     /// entry while it was erased and how busy the writer was.
-    fn reader_beside_writer<S: SharedSubject>(&self, tree: &S) -> Result<f64, LabError> {
+    fn reader_beside_writer<S: SharedSubject>(
+        &self,
+        tree: &S,
+        addrs: &[u64],
+    ) -> Result<f64, LabError> {
         let label = self.label(S::IMPL, Op::LoadWithWriter);
         // A different stream from the workload's, so the writer's picks are
         // not correlated with the reader's addresses.
         let seed = self.cfg.seed ^ 0x00ff_00ff_00ff_00ff;
-        let (value, tally, writes) =
-            with_writer(label, self.cfg.repeat, tree, &self.w.addrs, seed)?;
+        let (value, tally, writes) = with_writer(label, self.cfg.repeat, tree, addrs, seed)?;
         let loads = tally.hits + tally.misses;
         eprintln!(
             "vmbench tree: {label}: {} of {loads} loads missed ({:.3}%); the writer did {writes} erase+store pairs",
@@ -661,7 +746,7 @@ fn capped_ops(addrs: &[u64], budget: Duration, run: impl Fn(&[u64]) -> u64) -> u
 }
 
 /// Median ns per entry of full iterations, `passes` per sample.
-fn iteration<S: Subject>(
+fn iteration<S: Scan>(
     label: Label,
     repeat: usize,
     passes: usize,
@@ -948,6 +1033,170 @@ mod tests {
             .filter(|&(op, imp)| op.applies_to(imp))
             .count();
         assert_eq!(records.len(), expected);
-        assert!(records.iter().all(|r| r.value > 0.0), "{records:?}");
+        assert!(records.iter().all(figure_is_positive), "{records:?}");
+    }
+
+    /// Whether a figure is positive. Byte counts are exempt: the counting
+    /// allocator is process-wide, and tests running in parallel allocate
+    /// and free while a build is counted, so a test's count can come out 0.
+    fn figure_is_positive(r: &Record) -> bool {
+        r.value > 0.0 || r.unit == "bytes/entry"
+    }
+
+    fn tiny_config(impls: Vec<Impl>) -> TreeConfig {
+        TreeConfig {
+            sizes: vec![60],
+            repeat: 1,
+            ops: Op::ALL.to_vec(),
+            impls,
+            scale: Scale {
+                min_read_ops: 200,
+                min_write_ops: 200,
+                gap_budget: Duration::from_millis(10),
+            },
+            seed: 2,
+        }
+    }
+
+    #[test]
+    fn peers_run_exactly_the_ops_they_support() {
+        let peers = vec![Impl::RangeMap, Impl::SccTreeIndex, Impl::SkipMap];
+        let mut records = Vec::new();
+        run(&tiny_config(peers.clone()), &mut |r| records.push(r)).unwrap();
+        let mut got: Vec<(&str, &str)> = records.iter().map(|r| (r.imp, r.op)).collect();
+        got.sort_unstable();
+        let mut want: Vec<(&str, &str)> = Op::ALL
+            .iter()
+            .flat_map(|&op| peers.iter().map(move |&imp| (op, imp)))
+            .filter(|&(op, imp)| op.applies_to(imp))
+            .map(|(op, imp)| (imp.name(), op.name()))
+            .collect();
+        want.sort_unstable();
+        assert_eq!(got, want);
+        assert!(records.iter().all(figure_is_positive), "{records:?}");
+        // rangemap does every single-threaded op btreemap does.
+        for op in Op::ALL {
+            assert_eq!(
+                op.applies_to(Impl::RangeMap),
+                op.applies_to(Impl::BTreeMap),
+                "{op:?}"
+            );
+        }
+        for imp in [Impl::SccTreeIndex, Impl::SkipMap] {
+            for op in [
+                Op::Load,
+                Op::LoadWithWriter,
+                Op::LoadNoWriter,
+                Op::InsertRand,
+            ] {
+                assert!(op.applies_to(imp), "{imp:?} {op:?}");
+            }
+            for op in [Op::Iter, Op::GapFwd, Op::GapRev, Op::BytesAsc, Op::LoadPin] {
+                assert!(!op.applies_to(imp), "{imp:?} {op:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn table_keeps_the_maple_btreemap_ratio_and_shows_the_peers() {
+        let mut records = Vec::new();
+        let cfg = TreeConfig {
+            ops: vec![Op::Load, Op::GapFwd],
+            ..tiny_config(Impl::ALL.to_vec())
+        };
+        run(&cfg, &mut |r| records.push(r)).unwrap();
+        let table = render_table(&records);
+        for imp in Impl::ALL {
+            if imp != Impl::MapleShared && imp != Impl::RwLockBTreeMap {
+                assert!(table.contains(imp.name()), "{table}");
+            }
+        }
+        assert!(table.contains("maple/btreemap"), "{table}");
+        // The concurrent peers do not search gaps: their gap_fwd cells are
+        // '-', not a figure.
+        let gap_row = table.lines().find(|l| l.contains("gap_fwd")).unwrap();
+        assert_eq!(gap_row.matches(" - ").count(), 2, "{table}");
+    }
+
+    /// A structure missing entry `k` of the layout, built through `S`.
+    fn missing<S: Subject>(n: u64, k: u64) -> S {
+        let order: Vec<u64> = (0..n).filter(|&i| i != k).collect();
+        build::<S>(&order).unwrap()
+    }
+
+    fn label(imp: Impl, op: Op) -> Label {
+        Label { imp, op, n: 60 }
+    }
+
+    #[test]
+    fn a_wrong_answer_fails_the_run() {
+        let w = Workload::generate(60, 600, 9);
+        let addrs = &w.addrs[..];
+        assert!(addrs.iter().any(|&a| workload::index_of(a) == 30));
+        let load = workload::expected_load_sum;
+
+        let ranges = missing::<RangeMap>(60, 30);
+        let err = lookups(label(Impl::RangeMap, Op::Load), 1, addrs, load, |a| {
+            ranges.load_sum(a)
+        })
+        .unwrap_err()
+        .0;
+        assert!(err.contains("rangemap load n=60: wrong results"), "{err}");
+        assert!(iteration(label(Impl::RangeMap, Op::Iter), 1, 1, &ranges).is_err());
+        // The hole left by entry 30 is the first 2-page one above entries
+        // 0 to 29.
+        assert!(lookups(
+            label(Impl::RangeMap, Op::GapFwdFar),
+            1,
+            addrs,
+            |a| workload::expected_gap_fwd_far_sum(a, 60),
+            |a| ranges.gap_fwd_sum(a, 2 * workload::PAGE)
+        )
+        .is_err());
+
+        let scc = missing::<SccTree>(60, 30);
+        assert!(
+            lookups(label(Impl::SccTreeIndex, Op::Load), 1, addrs, load, |a| {
+                scc.load_sum(a)
+            })
+            .is_err()
+        );
+        let skip = missing::<SkipList>(60, 30);
+        assert!(
+            lookups(label(Impl::SkipMap, Op::Load), 1, addrs, load, |a| {
+                skip.load_sum(a)
+            })
+            .is_err()
+        );
+        // A correct structure passes the same checks.
+        let skip = build::<SkipList>(&w.ascending()).unwrap();
+        assert!(
+            lookups(label(Impl::SkipMap, Op::Load), 1, addrs, load, |a| {
+                skip.load_sum(a)
+            })
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn a_concurrent_reader_missing_entries_fails_the_run() {
+        let cfg = tiny_config(vec![Impl::SccTreeIndex, Impl::SkipMap]);
+        let w = Workload::generate(60, 600, 9);
+        let mut sink = |_: Record| {};
+        let bench = SizeBench {
+            cfg: &cfg,
+            w: &w,
+            sink: &mut sink,
+        };
+        let mut scc = <SccTree as SharedSubject>::build_ascending(60);
+        assert!(w.addrs.iter().any(|&a| workload::index_of(a) == 30));
+        assert!(bench.reader_alone(&scc, &w.addrs).is_ok());
+        assert!(Subject::erase(&mut scc, 30));
+        let err = bench.reader_alone(&scc, &w.addrs).unwrap_err().0;
+        assert!(err.contains("missed with no writer running"), "{err}");
+        let mut skip = <SkipList as SharedSubject>::build_ascending(60);
+        assert!(bench.reader_beside_writer(&skip, &w.addrs).is_ok());
+        assert!(Subject::erase(&mut skip, 30));
+        assert!(bench.reader_alone(&skip, &w.addrs).is_err());
     }
 }

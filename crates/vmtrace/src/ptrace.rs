@@ -168,7 +168,10 @@ pub fn has_siginfo(pid: Pid) -> bool {
 pub fn peek(pid: Pid, addr: u64) -> io::Result<u64> {
     // nix tells a word of all ones from a failure (errno), which the raw
     // call's -1 return cannot.
-    let word = nix_ptrace::read(NixPid::from_raw(pid), addr as usize as nix_ptrace::AddressType)?;
+    let word = nix_ptrace::read(
+        NixPid::from_raw(pid),
+        addr as usize as nix_ptrace::AddressType,
+    )?;
     Ok(word as u64)
 }
 

@@ -5,7 +5,7 @@ use std::io::{self, Write};
 use clap::Args;
 use vmlab::figure;
 use vmlab::itree::{self, ItreeConfig, Op, Scale};
-use vmlab::{parse_names, LabError};
+use vmlab::LabError;
 
 /// Options of `vmbench itree`.
 #[derive(Debug, Args)]
@@ -23,10 +23,9 @@ pub struct ItreeArgs {
     #[arg(long)]
     quick: bool,
 
-    /// Operations to measure, comma separated (churn, query_page,
-    /// query_first). [default: all]
-    #[arg(long, value_delimiter = ',')]
-    ops: Option<Vec<String>>,
+    /// Operations to measure, comma separated. [default: all]
+    #[arg(long, value_delimiter = ',', value_parser = super::named(&Op::ALL, Op::name))]
+    ops: Option<Vec<Op>>,
 
     /// Print one JSON object per figure on stdout instead of a table.
     #[arg(long)]
@@ -50,7 +49,7 @@ impl ItreeArgs {
             sizes: self.sizes.clone().unwrap_or_else(|| sizes.to_vec()),
             repeat: self.repeat.unwrap_or(if self.quick { 3 } else { 7 }),
             ops: match &self.ops {
-                Some(names) => parse_names(names, &Op::ALL, Op::name, "op")?,
+                Some(ops) => super::dedup(ops),
                 None => Op::ALL.to_vec(),
             },
             scale: if self.quick {

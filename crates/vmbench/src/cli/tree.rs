@@ -24,12 +24,12 @@ pub struct TreeArgs {
     quick: bool,
 
     /// Operations to measure, comma separated. [default: all]
-    #[arg(long, value_delimiter = ',')]
-    ops: Option<Vec<String>>,
+    #[arg(long, value_delimiter = ',', value_parser = super::named(&Op::ALL, Op::name))]
+    ops: Option<Vec<Op>>,
 
     /// Implementations to measure, comma separated. [default: all]
-    #[arg(long, value_delimiter = ',')]
-    impls: Option<Vec<String>>,
+    #[arg(long, value_delimiter = ',', value_parser = super::named(&Impl::ALL, Impl::name))]
+    impls: Option<Vec<Impl>>,
 
     /// Print one JSON object per figure on stdout instead of a table.
     #[arg(long)]
@@ -70,11 +70,11 @@ impl TreeArgs {
             sizes: self.sizes.clone().unwrap_or_else(|| default_sizes.to_vec()),
             repeat: self.repeat.unwrap_or(if self.quick { 3 } else { 5 }),
             ops: match &self.ops {
-                Some(names) => tree::parse_ops(names)?,
+                Some(ops) => super::dedup(ops),
                 None => Op::ALL.to_vec(),
             },
             impls: match &self.impls {
-                Some(names) => tree::parse_impls(names)?,
+                Some(impls) => super::dedup(impls),
                 None => Impl::ALL.to_vec(),
             },
             scale: if self.quick {

@@ -45,6 +45,17 @@ pub trait Subject {
     fn load_pin_sum(&self, addrs: &[u64]) -> u64 {
         self.load_sum(addrs)
     }
+    /// Bytes of the structure's own nodes if it can report them.
+    fn node_bytes(&self) -> Option<usize> {
+        None
+    }
+}
+
+/// A [`Subject`] that can also walk its entries in order and search the
+/// holes between them. Structures that cannot do this efficiently (a
+/// one-directional concurrent index) implement only [`Subject`], and the
+/// ordered operations are never measured on them.
+pub trait Scan: Subject {
     /// Visits every entry; returns the sum of `first + last + value`.
     fn iter_sum(&self) -> u64;
     /// For each address, the start of the highest free area of `size`
@@ -53,10 +64,6 @@ pub trait Subject {
     /// For each address, the start of the lowest free area of `size` bytes
     /// at or above it; returns the sum of the starts.
     fn gap_fwd_sum(&self, addrs: &[u64], size: u64) -> u64;
-    /// Bytes of the structure's own nodes if it can report them.
-    fn node_bytes(&self) -> Option<usize> {
-        None
-    }
 }
 
 /// An implementation shared between a reader thread and a writer thread.
@@ -86,7 +93,7 @@ pub struct Tally {
 
 impl Tally {
     /// Adds one load's answer for address `addr`.
-    fn record(&mut self, addr: u64, found: Option<u64>) {
+    pub(super) fn record(&mut self, addr: u64, found: Option<u64>) {
         match found {
             Some(v) if v == index_of(addr) => self.hits += 1,
             Some(_) => self.wrong += 1,
@@ -177,20 +184,31 @@ macro_rules! maple_reads {
         fn load_pin_sum(&self, addrs: &[u64]) -> u64 {
             maple_load_pin_sum(&self.0, addrs)
         }
-        fn iter_sum(&self) -> u64 {
-            maple_iter_sum(&self.0)
-        }
-        fn gap_rev_sum(&self, addrs: &[u64], size: u64) -> u64 {
-            maple_gap_rev_sum(&self.0, addrs, size)
-        }
-        fn gap_fwd_sum(&self, addrs: &[u64], size: u64) -> u64 {
-            maple_gap_fwd_sum(&self.0, addrs, size)
-        }
         fn node_bytes(&self) -> Option<usize> {
             Some(self.0.mem_stats().bytes)
         }
     };
 }
+
+/// Implements [`Scan`] for a newtype around a `MapleTree<u64>`.
+macro_rules! maple_scan {
+    ($subject:ty) => {
+        impl Scan for $subject {
+            fn iter_sum(&self) -> u64 {
+                maple_iter_sum(&self.0)
+            }
+            fn gap_rev_sum(&self, addrs: &[u64], size: u64) -> u64 {
+                maple_gap_rev_sum(&self.0, addrs, size)
+            }
+            fn gap_fwd_sum(&self, addrs: &[u64], size: u64) -> u64 {
+                maple_gap_fwd_sum(&self.0, addrs, size)
+            }
+        }
+    };
+}
+
+maple_scan!(Maple);
+maple_scan!(MapleShared);
 
 impl Subject for Maple {
     const IMPL: Impl = Impl::Maple;
@@ -328,6 +346,9 @@ impl Subject for BTree {
                 None => sum,
             })
     }
+}
+
+impl Scan for BTree {
     fn iter_sum(&self) -> u64 {
         self.0.iter().fold(0u64, |sum, (&f, &(l, v))| {
             sum.wrapping_add(f)
