@@ -14,7 +14,7 @@ use serde::Serialize;
 /// One measured figure: the median over repetitions of one operation on one
 /// implementation at one size.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Record {
+pub struct Figure {
     /// Implementation name, e.g. `maple` (serialized as `impl`, a Rust keyword).
     #[serde(rename = "impl")]
     pub imp: &'static str,
@@ -32,7 +32,7 @@ pub struct Record {
 
 /// Writes `record` as a single JSON line and flushes, so a consumer sees
 /// results as they are produced even if a long run is interrupted.
-pub fn write_json_line(out: &mut impl Write, record: &Record) -> io::Result<()> {
+pub fn write_json_line(out: &mut impl Write, record: &Figure) -> io::Result<()> {
     serde_json::to_writer(&mut *out, record)?;
     out.write_all(b"\n")?;
     out.flush()
@@ -54,7 +54,7 @@ pub struct TableSpec<'a> {
 
 /// Renders `records` as a table with one row per (op, n) and one column per
 /// implementation that has at least one value.
-pub fn render_table(records: &[Record], spec: &TableSpec<'_>) -> String {
+pub fn render_table(records: &[Figure], spec: &TableSpec<'_>) -> String {
     let cells = index_cells(records);
     let columns: Vec<&str> = spec
         .impl_order
@@ -89,15 +89,15 @@ pub fn render_table(records: &[Record], spec: &TableSpec<'_>) -> String {
 }
 
 /// Lookup from (op, n, impl) to its record.
-type Cells<'r> = BTreeMap<(&'static str, usize, &'static str), &'r Record>;
+type Cells<'r> = BTreeMap<(&'static str, usize, &'static str), &'r Figure>;
 
-fn index_cells(records: &[Record]) -> Cells<'_> {
+fn index_cells(records: &[Figure]) -> Cells<'_> {
     records.iter().map(|r| ((r.op, r.n, r.imp), r)).collect()
 }
 
 /// Distinct (op, n) pairs, ordered by `op_order` (unknown ops last, in order
 /// of appearance) and then by ascending n.
-fn row_keys(records: &[Record], op_order: &[&'static str]) -> Vec<(&'static str, usize)> {
+fn row_keys(records: &[Figure], op_order: &[&'static str]) -> Vec<(&'static str, usize)> {
     let rank = |op: &str| op_order.iter().position(|o| *o == op).unwrap_or(usize::MAX);
     let mut keys: Vec<(&'static str, usize)> = Vec::new();
     for r in records {
@@ -136,7 +136,7 @@ fn ratio_cell(
 }
 
 /// Human formatting: enough digits to compare, never scientific notation.
-fn format_value(r: &&Record) -> String {
+fn format_value(r: &&Figure) -> String {
     let digits = if r.value >= 100.0 { 0 } else { 1 };
     format!("{:.*} {}", digits, r.value, r.unit)
 }
@@ -145,8 +145,8 @@ fn format_value(r: &&Record) -> String {
 mod tests {
     use super::*;
 
-    fn rec(imp: &'static str, op: &'static str, n: usize, value: f64) -> Record {
-        Record {
+    fn rec(imp: &'static str, op: &'static str, n: usize, value: f64) -> Figure {
+        Figure {
             imp,
             op,
             n,

@@ -12,9 +12,9 @@ use std::ops::ControlFlow;
 
 use mm::itree::{Itree, ItreeKind};
 
-use crate::figure::{self, Record, TableSpec};
+use crate::figure::{self, Figure, TableSpec};
 use crate::rng::SplitMix64;
-use crate::timing::{median, timed, Sample};
+use crate::timing::{median, timed, Batch};
 use crate::LabError;
 
 /// Largest accepted tree size: far beyond any real i_mmap, small enough to
@@ -280,7 +280,7 @@ struct Subject {
 /// The kinds take turns sample by sample, so a slow spell of the machine
 /// (other processes, frequency changes) hits both alike and the ratio
 /// stays fair.
-pub fn run(cfg: &ItreeConfig, sink: &mut dyn FnMut(Record)) -> Result<(), LabError> {
+pub fn run(cfg: &ItreeConfig, sink: &mut dyn FnMut(Figure)) -> Result<(), LabError> {
     cfg.validate()?;
     for &n in &cfg.sizes {
         let base = Workload::generate(n, cfg.seed ^ n as u64);
@@ -323,7 +323,7 @@ pub fn run(cfg: &ItreeConfig, sink: &mut dyn FnMut(Record)) -> Result<(), LabErr
                     s.tree.height(),
                     op.name()
                 );
-                sink(Record {
+                sink(Figure {
                     imp: kind.name(),
                     op: op.name(),
                     n,
@@ -347,7 +347,7 @@ fn ops_per_s(ns_per_op: f64) -> f64 {
 
 /// One timed batch of `pairs` remove+insert pairs on `tree`, which keeps
 /// its size; the tree is validated afterwards (untimed).
-fn churn_sample(w: &mut Workload, tree: &mut Itree<u64>, pairs: usize) -> Result<Sample, LabError> {
+fn churn_sample(w: &mut Workload, tree: &mut Itree<u64>, pairs: usize) -> Result<Batch, LabError> {
     let n = w.entries.len();
     let kind = tree.kind();
     // Victims and newcomers are drawn before timing, so the timed loop is
@@ -373,7 +373,7 @@ fn churn_sample(w: &mut Workload, tree: &mut Itree<u64>, pairs: usize) -> Result
         )));
     }
     check_tree(tree, n, "churn")?;
-    Ok(Sample {
+    Ok(Batch {
         elapsed,
         ops: 2 * plan.len() as u64,
     })
@@ -385,7 +385,7 @@ fn query_sample(
     pages: &[u64],
     want: Tally,
     first_only: bool,
-) -> Result<Sample, LabError> {
+) -> Result<Batch, LabError> {
     let (elapsed, got) = timed(|| query_tally(tree, pages, first_only));
     if got != want {
         return Err(LabError(format!(
@@ -393,7 +393,7 @@ fn query_sample(
             tree.kind()
         )));
     }
-    Ok(Sample {
+    Ok(Batch {
         elapsed,
         ops: pages.len() as u64,
     })
@@ -405,7 +405,7 @@ const RATIO_NOTE: &str =
 each remove as one op.";
 
 /// Renders records of this benchmark as a table with a `btree/rb` column.
-pub fn render_table(records: &[Record]) -> String {
+pub fn render_table(records: &[Figure]) -> String {
     let op_order: Vec<&'static str> = Op::ALL.iter().map(|op| op.name()).collect();
     let kinds: Vec<&'static str> = ItreeKind::ALL.iter().map(|k| k.name()).collect();
     figure::render_table(

@@ -36,7 +36,7 @@ use mm::IndexKind;
 use serde::Serialize;
 use std::sync::Arc;
 
-use crate::figure::Record;
+use crate::figure::Figure;
 use crate::LabError;
 use harness::{Design, Measurement, Mode, Spec, Timing};
 use workload::Workload;
@@ -124,7 +124,7 @@ pub const MIN_DURATION: f64 = 0.01;
 #[derive(Debug, Serialize)]
 pub struct RunLine {
     #[serde(flatten)]
-    record: Record,
+    record: Figure,
     mode: &'static str,
     ops: u64,
     seconds: f64,
@@ -218,7 +218,7 @@ impl Row {
             })
             .collect();
         RunLine {
-            record: Record {
+            record: Figure {
                 imp: self.spec.design.index.name(),
                 op: self.spec.workload.name(),
                 n: self.spec.population(),

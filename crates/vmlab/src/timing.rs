@@ -9,14 +9,14 @@ use std::time::{Duration, Instant};
 
 /// Wall time spent on a batch of `ops` operations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Sample {
+pub struct Batch {
     /// Time the batch took.
     pub elapsed: Duration,
     /// Operations (or entries) the batch processed.
     pub ops: u64,
 }
 
-impl Sample {
+impl Batch {
     /// Nanoseconds per operation; zero for an empty batch rather than NaN,
     /// so a degenerate sample can never poison the JSON output.
     pub fn ns_per_op(&self) -> f64 {
@@ -40,7 +40,7 @@ pub fn timed<R>(f: impl FnOnce() -> R) -> (Duration, R) {
 /// structure under test returned wrong results and the timing is moot.
 pub fn median_ns_per_op<E>(
     repeat: usize,
-    mut sample: impl FnMut() -> Result<Sample, E>,
+    mut sample: impl FnMut() -> Result<Batch, E>,
 ) -> Result<f64, E> {
     let mut values = Vec::with_capacity(repeat);
     for _ in 0..repeat {
@@ -79,7 +79,7 @@ mod tests {
     fn median_ns_per_op_uses_each_sample() {
         let mut next = [10u64, 30, 20].into_iter();
         let result: Result<f64, ()> = median_ns_per_op(3, || {
-            Ok(Sample {
+            Ok(Batch {
                 elapsed: Duration::from_nanos(next.next().unwrap() * 100),
                 ops: 100,
             })
@@ -90,7 +90,7 @@ mod tests {
     #[test]
     fn empty_sample_is_zero() {
         assert_eq!(
-            Sample {
+            Batch {
                 elapsed: Duration::from_secs(1),
                 ops: 0
             }

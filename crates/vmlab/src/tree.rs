@@ -26,13 +26,13 @@ use std::thread;
 use std::time::Duration;
 
 use crate::alloc_count;
-use crate::figure::{self, Record, TableSpec};
+use crate::figure::{self, Figure, TableSpec};
 use crate::rng::SplitMix64;
-use crate::timing::{median_ns_per_op, timed, Sample};
+use crate::timing::{median_ns_per_op, timed, Batch};
 use crate::{parse_names, LabError};
 use peers::{RangeMap, SccTree, SkipList};
 use subjects::{BTree, Maple, MapleShared, RwBTree, Scan, SharedSubject, Subject, Tally};
-use workload::Workload;
+use workload::Layout;
 
 /// Largest accepted structure size; beyond it the baselines alone need
 /// tens of GiB.
@@ -350,11 +350,11 @@ impl TreeConfig {
 
 /// Runs the benchmark, handing each figure to `sink` as soon as it exists.
 /// Progress notes go to stderr.
-pub fn run(cfg: &TreeConfig, sink: &mut dyn FnMut(Record)) -> Result<(), LabError> {
+pub fn run(cfg: &TreeConfig, sink: &mut dyn FnMut(Figure)) -> Result<(), LabError> {
     cfg.validate()?;
     for &n in &cfg.sizes {
         eprintln!("vmbench tree: n={n}: generating workload");
-        let w = Workload::generate(n, cfg.scale.read_batch(n), cfg.seed);
+        let w = Layout::generate(n, cfg.scale.read_batch(n), cfg.seed);
         let mut bench = SizeBench {
             cfg,
             w: &w,
@@ -383,7 +383,7 @@ count maple's nodes only but all of btreemap, so compare bytes_total_* for like 
 /// Renders records of this benchmark as a table, with the ratio column
 /// comparing maple to its baseline (the locked map for concurrent rows),
 /// followed by a note explaining the ratio.
-pub fn render_table(records: &[Record]) -> String {
+pub fn render_table(records: &[Figure]) -> String {
     let op_order: Vec<&'static str> = Op::ALL.iter().map(|op| op.name()).collect();
     let impl_order: Vec<&'static str> = Impl::ALL.iter().map(|imp| imp.name()).collect();
     figure::render_table(
@@ -401,13 +401,13 @@ pub fn render_table(records: &[Record]) -> String {
 /// The measurements for one structure size.
 struct SizeBench<'a> {
     cfg: &'a TreeConfig,
-    w: &'a Workload,
-    sink: &'a mut dyn FnMut(Record),
+    w: &'a Layout,
+    sink: &'a mut dyn FnMut(Figure),
 }
 
 impl SizeBench<'_> {
     fn emit(&mut self, imp: Impl, op: Op, value: f64) {
-        (self.sink)(Record {
+        (self.sink)(Figure {
             imp: imp.name(),
             op: op.name(),
             n: self.w.n,
@@ -711,7 +711,7 @@ fn lookups(
                 "{label}: wrong results (checksum {got:#x}, expected {want:#x})"
             ));
         }
-        Ok(Sample {
+        Ok(Batch {
             elapsed,
             ops: addrs.len() as u64,
         })
@@ -760,7 +760,7 @@ fn iteration<S: Scan>(
                 "{label}: wrong results (checksum {got:#x}, expected {want:#x})"
             ));
         }
-        Ok(Sample {
+        Ok(Batch {
             elapsed,
             ops: (passes * label.n) as u64,
         })
@@ -773,7 +773,7 @@ fn insert_sample<S: Subject>(
     label: Label,
     order: &[u64],
     rounds: usize,
-) -> Result<Sample, LabError> {
+) -> Result<Batch, LabError> {
     let mut elapsed = Duration::ZERO;
     for _ in 0..rounds {
         let mut tree = S::empty();
@@ -781,7 +781,7 @@ fn insert_sample<S: Subject>(
         elapsed += took;
         check_count::<S>(label.op.name(), failures, tree.entries(), order.len())?;
     }
-    Ok(Sample {
+    Ok(Batch {
         elapsed,
         ops: (rounds * order.len()) as u64,
     })
@@ -794,7 +794,7 @@ fn erase_sample<S: Subject>(
     build_order: &[u64],
     erase_order: &[u64],
     rounds: usize,
-) -> Result<Sample, LabError> {
+) -> Result<Batch, LabError> {
     let mut elapsed = Duration::ZERO;
     for _ in 0..rounds {
         let mut tree = build::<S>(build_order)?;
@@ -802,7 +802,7 @@ fn erase_sample<S: Subject>(
         elapsed += took;
         check_count::<S>(label.op.name(), failures, tree.entries(), 0)?;
     }
-    Ok(Sample {
+    Ok(Batch {
         elapsed,
         ops: (rounds * erase_order.len()) as u64,
     })
@@ -876,7 +876,7 @@ fn checked_reader<S: SharedSubject>(
             ));
         }
         total = total.merge(tally);
-        Ok(Sample {
+        Ok(Batch {
             elapsed,
             ops: addrs.len() as u64,
         })
@@ -1039,7 +1039,7 @@ mod tests {
     /// Whether a figure is positive. Byte counts are exempt: the counting
     /// allocator is process-wide, and tests running in parallel allocate
     /// and free while a build is counted, so a test's count can come out 0.
-    fn figure_is_positive(r: &Record) -> bool {
+    fn figure_is_positive(r: &Figure) -> bool {
         r.value > 0.0 || r.unit == "bytes/entry"
     }
 
@@ -1130,7 +1130,7 @@ mod tests {
 
     #[test]
     fn a_wrong_answer_fails_the_run() {
-        let w = Workload::generate(60, 600, 9);
+        let w = Layout::generate(60, 600, 9);
         let addrs = &w.addrs[..];
         assert!(addrs.iter().any(|&a| workload::index_of(a) == 30));
         let load = workload::expected_load_sum;
@@ -1181,8 +1181,8 @@ mod tests {
     #[test]
     fn a_concurrent_reader_missing_entries_fails_the_run() {
         let cfg = tiny_config(vec![Impl::SccTreeIndex, Impl::SkipMap]);
-        let w = Workload::generate(60, 600, 9);
-        let mut sink = |_: Record| {};
+        let w = Layout::generate(60, 600, 9);
+        let mut sink = |_: Figure| {};
         let bench = SizeBench {
             cfg: &cfg,
             w: &w,

@@ -3,7 +3,7 @@
 use std::io::{self, Write};
 
 use clap::Args;
-use vmlab::figure::{self, Record};
+use vmlab::figure::{self, Figure};
 use vmlab::tree::{self, Impl, Op, Scale, TreeConfig};
 use vmlab::LabError;
 
@@ -94,7 +94,7 @@ pub fn main(args: &TreeArgs) -> Result<(), LabError> {
     let config = args.to_config()?;
     let stdout = io::stdout();
     let mut out = stdout.lock();
-    let mut records: Vec<Record> = Vec::new();
+    let mut records: Vec<Figure> = Vec::new();
     let mut write_error: Option<io::Error> = None;
     tree::run(&config, &mut |record| {
         eprintln!(

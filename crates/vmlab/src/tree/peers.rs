@@ -287,7 +287,7 @@ impl SharedSubject for SkipList {
 
 #[cfg(test)]
 mod tests {
-    use super::super::workload::{self, Workload, PAGE};
+    use super::super::workload::{self, Layout, PAGE};
     use super::*;
 
     fn ranges(list: &[(u64, u64)]) -> RangeInclusiveMap<u64, u64> {
@@ -331,7 +331,7 @@ mod tests {
     }
 
     /// Every answer the benchmark checks, on a 100-entry layout.
-    fn assert_answers_layout<S: Subject>(tree: &S, w: &Workload) {
+    fn assert_answers_layout<S: Subject>(tree: &S, w: &Layout) {
         assert_eq!(tree.entries(), w.n);
         assert_eq!(
             tree.load_sum(&w.addrs),
@@ -344,7 +344,7 @@ mod tests {
         assert_eq!(tree.load_sum(&holes), 0);
     }
 
-    fn assert_scans_layout<S: Scan>(tree: &S, w: &Workload) {
+    fn assert_scans_layout<S: Scan>(tree: &S, w: &Layout) {
         assert_eq!(tree.iter_sum(), workload::expected_iter_sum(w.n));
         let a = &w.addrs;
         assert_eq!(tree.gap_rev_sum(a, PAGE), workload::expected_gap_rev_sum(a));
@@ -367,7 +367,7 @@ mod tests {
         tree
     }
 
-    fn assert_writes<S: Subject>(w: &Workload) {
+    fn assert_writes<S: Subject>(w: &Layout) {
         let mut tree = filled::<S>(&w.perm);
         assert_answers_layout(&tree, w);
         assert!(!tree.insert(w.perm[0]), "a taken start was accepted");
@@ -380,7 +380,7 @@ mod tests {
 
     #[test]
     fn rangemap_stores_the_layout_exactly() {
-        let w = Workload::generate(100, 2000, 3);
+        let w = Layout::generate(100, 2000, 3);
         let tree = filled::<RangeMap>(&w.ascending());
         // One stored range per entry, none merged with a neighbour.
         let stored: Vec<_> = tree.0.iter().map(|(r, &v)| (r.clone(), v)).collect();
@@ -407,14 +407,14 @@ mod tests {
 
     #[test]
     fn concurrent_peers_answer_loads() {
-        let w = Workload::generate(100, 2000, 4);
+        let w = Layout::generate(100, 2000, 4);
         assert_answers_layout(&filled::<SccTree>(&w.ascending()), &w);
         assert_answers_layout(&filled::<SkipList>(&w.ascending()), &w);
         assert_writes::<SccTree>(&w);
         assert_writes::<SkipList>(&w);
     }
 
-    fn assert_shared<S: SharedSubject>(w: &Workload) {
+    fn assert_shared<S: SharedSubject>(w: &Layout) {
         let tree = S::build_ascending(w.n);
         let all = Tally {
             hits: w.addrs.len() as u64,
@@ -428,7 +428,7 @@ mod tests {
 
     #[test]
     fn concurrent_peers_share_checked_loads() {
-        let w = Workload::generate(100, 3000, 5);
+        let w = Layout::generate(100, 3000, 5);
         assert_shared::<SccTree>(&w);
         assert_shared::<SkipList>(&w);
     }

@@ -37,7 +37,7 @@ pub fn index_of(addr: u64) -> u64 {
 /// Precomputed inputs for one structure size, shared by all implementations
 /// so they are measured on identical operation sequences.
 #[derive(Debug, Clone)]
-pub struct Workload {
+pub struct Layout {
     /// Number of entries.
     pub n: usize,
     /// A random permutation of `0..n`: the order for `insert_rand`,
@@ -48,7 +48,7 @@ pub struct Workload {
     pub addrs: Vec<u64>,
 }
 
-impl Workload {
+impl Layout {
     /// Generates the inputs for `n` entries and `lookups` random addresses
     /// from `seed`; the same arguments always give the same workload.
     pub fn generate(n: usize, lookups: usize, seed: u64) -> Self {
@@ -132,7 +132,7 @@ mod tests {
 
     #[test]
     fn addresses_fall_inside_entries() {
-        let w = Workload::generate(100, 10_000, 0x5eed);
+        let w = Layout::generate(100, 10_000, 0x5eed);
         assert_eq!(w.perm.len(), 100);
         for &a in &w.addrs {
             let i = index_of(a);
@@ -142,8 +142,8 @@ mod tests {
 
     #[test]
     fn generation_is_deterministic() {
-        let a = Workload::generate(50, 100, 1);
-        let b = Workload::generate(50, 100, 1);
+        let a = Layout::generate(50, 100, 1);
+        let b = Layout::generate(50, 100, 1);
         assert_eq!((a.perm, a.addrs), (b.perm, b.addrs));
     }
 }
