@@ -9,6 +9,28 @@ pub mod tree;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 
+/// Where the workers run: options `run` and `suite` share, flattened into
+/// both so they read and behave the same.
+#[derive(Debug, Clone, clap::Args)]
+pub struct MachineArgs {
+    /// Worker counts, comma separated (e.g. 1,2). [default: 1, the powers
+    /// of two below the CPU count, and the CPU count]
+    #[arg(long, value_delimiter = ',')]
+    pub threads: Option<Vec<String>>,
+
+    /// The machine: host (this one's NUMA nodes and CPUs, workers pinned
+    /// one per CPU) or NxM, N emulated nodes of M CPUs mapped onto the
+    /// real ones (e.g. 12x32), which sets the i_mmap groups and the CPU
+    /// each worker runs as. [default: host]
+    #[arg(long)]
+    pub topology: Option<String>,
+
+    /// Do not pin workers to CPUs (on the host topology they are pinned
+    /// one per CPU by default; workers on an emulated one never are).
+    #[arg(long)]
+    pub no_pin: bool,
+}
+
 /// A clap value parser for one of the lab's or the model's named kinds
 /// (workloads, modes, indexes, i_mmap designs, locks): the kind's names
 /// are the possible values, so `--help` lists them and a wrong one is
@@ -36,4 +58,39 @@ pub fn dedup<T: PartialEq + Copy>(values: &[T]) -> Vec<T> {
         }
     }
     out
+}
+
+/// Runs a figure-producing benchmark (`tree`, `itree`) and prints its
+/// figures: one JSON line each as they arrive with `json`, else the table
+/// `render` makes of them at the end. `progress` names the command in the
+/// line each figure also gets on stderr (`None`: no such lines).
+pub fn print_figures(
+    json: bool,
+    progress: Option<&str>,
+    run: impl FnOnce(&mut dyn FnMut(vmlab::figure::Figure)) -> Result<(), vmlab::LabError>,
+    render: fn(&[vmlab::figure::Figure]) -> String,
+) -> Result<(), vmlab::LabError> {
+    use std::io::Write;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut figures = Vec::new();
+    let mut write_error: Option<std::io::Error> = None;
+    run(&mut |f| {
+        if let Some(command) = progress {
+            eprintln!(
+                "vmbench {command}: n={} {} {}: {:.1} {}",
+                f.n, f.imp, f.op, f.value, f.unit
+            );
+        }
+        if json && write_error.is_none() {
+            write_error = vmlab::figure::write_json_line(&mut out, &f).err();
+        }
+        figures.push(f);
+    })?;
+    let written = match write_error {
+        Some(e) => Err(e),
+        None if json => Ok(()),
+        None => writeln!(out, "{}", render(&figures)),
+    };
+    written.map_err(|e| vmlab::LabError(format!("writing results: {e}")))
 }

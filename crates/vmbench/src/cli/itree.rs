@@ -1,9 +1,6 @@
 //! `vmbench itree`: options and output.
 
-use std::io::{self, Write};
-
 use clap::Args;
-use vmlab::figure;
 use vmlab::itree::{self, ItreeConfig, Op, Scale};
 use vmlab::LabError;
 
@@ -68,22 +65,10 @@ impl ItreeArgs {
 /// end.
 pub fn main(args: &ItreeArgs) -> Result<(), LabError> {
     let config = args.to_config()?;
-    let stdout = io::stdout();
-    let mut out = stdout.lock();
-    let mut records = Vec::new();
-    let mut write_error = None;
-    itree::run(&config, &mut |record| {
-        if args.json && write_error.is_none() {
-            write_error = figure::write_json_line(&mut out, &record).err();
-        }
-        records.push(record);
-    })?;
-    if let Some(err) = write_error {
-        return Err(LabError(format!("writing results: {err}")));
-    }
-    if !args.json {
-        writeln!(out, "{}", itree::render_table(&records))
-            .map_err(|err| LabError(format!("writing results: {err}")))?;
-    }
-    Ok(())
+    super::print_figures(
+        args.json,
+        None,
+        |sink| itree::run(&config, sink),
+        itree::render_table,
+    )
 }

@@ -35,10 +35,8 @@ pub struct RunArgs {
     #[arg(long, value_delimiter = ',', value_parser = super::named(&Mode::ALL, Mode::name))]
     pub mode: Option<Vec<Mode>>,
 
-    /// Worker counts, comma separated (e.g. 1,2). [default: 1, the powers
-    /// of two below the CPU count, and the CPU count]
-    #[arg(long, value_delimiter = ',')]
-    pub threads: Option<Vec<String>>,
+    #[command(flatten)]
+    pub machine: super::MachineArgs,
 
     /// VMA indexes, comma separated: maple, legacy. [default: both]
     #[arg(long, value_delimiter = ',', value_parser = super::named(&IndexKind::ALL, IndexKind::name))]
@@ -98,18 +96,6 @@ pub struct RunArgs {
     #[arg(long, value_delimiter = ',', value_parser = super::named(&[true, false], run::rule_name))]
     pub anon_rule: Option<Vec<bool>>,
 
-    /// The machine: host (this one's NUMA nodes and CPUs, workers pinned
-    /// one per CPU) or NxM, N emulated nodes of M CPUs mapped onto the
-    /// real ones (e.g. 12x32), which sets the i_mmap groups and the CPU
-    /// each worker runs as. [default: host]
-    #[arg(long)]
-    pub topology: Option<String>,
-
-    /// Do not pin workers to CPUs (on the host topology they are pinned
-    /// one per CPU by default; workers on an emulated one never are).
-    #[arg(long)]
-    pub no_pin: bool,
-
     /// Print one JSON object per configuration on stdout instead of a
     /// table.
     #[arg(long)]
@@ -145,7 +131,7 @@ impl RunArgs {
             Some(i) => super::dedup(i),
             None => IndexKind::ALL.to_vec(),
         };
-        let threads = match &self.threads {
+        let threads = match &self.machine.threads {
             Some(counts) => run::parse_threads(counts)?,
             None => run::default_threads(),
         };
@@ -190,7 +176,7 @@ impl RunArgs {
             Some(r) => super::dedup(r),
             None => vec![true],
         };
-        let topology = run::parse_topology(self.topology.as_deref())?;
+        let topology = run::parse_topology(self.machine.topology.as_deref())?;
         Ok(RunConfig {
             workloads,
             modes,
@@ -204,7 +190,7 @@ impl RunArgs {
             locks,
             anon_rules,
             topology,
-            pin: !self.no_pin,
+            pin: !self.machine.no_pin,
         })
     }
 }

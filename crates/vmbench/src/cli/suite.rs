@@ -36,10 +36,8 @@ pub struct SuiteArgs {
     #[arg(long, value_delimiter = ',')]
     pub designs: Option<Vec<String>>,
 
-    /// Worker counts, comma separated. [default: 1, the powers of two below
-    /// the CPU count, and the CPU count]
-    #[arg(long, value_delimiter = ',')]
-    pub threads: Option<Vec<String>>,
+    #[command(flatten)]
+    pub machine: super::MachineArgs,
 
     /// Repetitions of every point. [default: 3; 2 with --quick, 5 with --full]
     #[arg(long)]
@@ -67,16 +65,6 @@ pub struct SuiteArgs {
     /// repetitions, durations, sizes, topology, pinning), or it is refused.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["out", "force"])]
     pub resume: Option<PathBuf>,
-
-    /// Run on an emulated topology, e.g. 12x32 (sets the i_mmap groups and
-    /// the CPU each worker runs as). [default: host]
-    #[arg(long)]
-    pub topology: Option<String>,
-
-    /// Do not pin workers to CPUs (on the host topology they are pinned
-    /// one per CPU by default).
-    #[arg(long)]
-    pub no_pin: bool,
 }
 
 impl SuiteArgs {
@@ -102,7 +90,7 @@ impl SuiteArgs {
                 Some(out)
             }
         };
-        let threads = match &self.threads {
+        let threads = match &self.machine.threads {
             None => vmlab::run::default_threads(),
             Some(counts) => vmlab::run::parse_threads(counts)?,
         };
@@ -135,7 +123,7 @@ impl SuiteArgs {
             duration: Duration::from_secs_f64(duration),
             warmup: Duration::from_secs_f64(warmup),
         };
-        let topology = vmlab::run::parse_topology(self.topology.as_deref())?;
+        let topology = vmlab::run::parse_topology(self.machine.topology.as_deref())?;
         let out = match (&self.resume, &self.out) {
             (Some(dir), _) | (None, Some(dir)) => dir.clone(),
             (None, None) => {
@@ -164,7 +152,7 @@ impl SuiteArgs {
             tree_sizes,
             tree_scale,
             topology,
-            pin: !self.no_pin,
+            pin: !self.machine.no_pin,
             out,
         })
     }
@@ -178,10 +166,10 @@ impl SuiteArgs {
             || self.full
             || self.workloads.is_some()
             || self.designs.is_some()
-            || self.threads.is_some()
+            || self.machine.threads.is_some()
             || self.repeat.is_some()
-            || self.topology.is_some()
-            || self.no_pin
+            || self.machine.topology.is_some()
+            || self.machine.no_pin
     }
 }
 

@@ -1,9 +1,6 @@
 //! `vmbench tree`: options and output.
 
-use std::io::{self, Write};
-
 use clap::Args;
-use vmlab::figure::{self, Figure};
 use vmlab::tree::{self, Impl, Op, Scale, TreeConfig};
 use vmlab::LabError;
 
@@ -92,26 +89,10 @@ impl TreeArgs {
 /// Runs `vmbench tree`: JSON lines as figures arrive, or a table at the end.
 pub fn main(args: &TreeArgs) -> Result<(), LabError> {
     let config = args.to_config()?;
-    let stdout = io::stdout();
-    let mut out = stdout.lock();
-    let mut records: Vec<Figure> = Vec::new();
-    let mut write_error: Option<io::Error> = None;
-    tree::run(&config, &mut |record| {
-        eprintln!(
-            "vmbench tree: n={} {} {}: {:.1} {}",
-            record.n, record.imp, record.op, record.value, record.unit
-        );
-        if args.json && write_error.is_none() {
-            write_error = figure::write_json_line(&mut out, &record).err();
-        }
-        records.push(record);
-    })?;
-    if let Some(err) = write_error {
-        return Err(LabError(format!("writing results: {err}")));
-    }
-    if !args.json {
-        writeln!(out, "{}", tree::render_table(&records))
-            .map_err(|err| LabError(format!("writing results: {err}")))?;
-    }
-    Ok(())
+    super::print_figures(
+        args.json,
+        Some("tree"),
+        |sink| tree::run(&config, sink),
+        tree::render_table,
+    )
 }
