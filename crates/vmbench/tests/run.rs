@@ -450,3 +450,66 @@ fn a_failed_call_stops_the_run_with_one_line() {
         "{stderr}"
     );
 }
+
+#[test]
+fn an_interrupted_run_keeps_what_it_measured() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::Stdio;
+    // Eight configurations of 0.3 s each; the signal comes after the first.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vmbench"))
+        .args([
+            "run",
+            "--workloads",
+            "brk1,mmap1,malloc1,mmap2",
+            "--mode",
+            "processes",
+            "--index",
+            "maple,legacy",
+            "--threads",
+            "1",
+            "--duration",
+            "0.3",
+            "--warmup",
+            "0",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("failed to start vmbench");
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut lines = vec![String::new()];
+    stdout.read_line(&mut lines[0]).unwrap();
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(kill.success());
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    lines.extend(rest.lines().map(str::to_string));
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(
+        !status.success(),
+        "an interrupted run must not report success"
+    );
+    let last = stderr.trim_end().lines().last().unwrap_or_default();
+    let measured = lines.len();
+    assert!((1..8).contains(&measured), "{measured} lines: {stderr}");
+    assert_eq!(
+        last,
+        format!("error: interrupted: {measured} configuration(s) measured, shown above"),
+        "{stderr}"
+    );
+    for line in &lines {
+        let v: serde_json::Value = serde_json::from_str(line).expect("a whole JSON line");
+        assert!(v["value"].as_f64().is_some_and(|x| x > 0.0), "{line}");
+    }
+}

@@ -51,6 +51,7 @@ pub mod figure;
 pub mod itree;
 pub mod rng;
 pub mod run;
+pub mod stop;
 pub mod suite;
 pub mod timing;
 pub mod topology;

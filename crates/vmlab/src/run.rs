@@ -37,6 +37,7 @@ use serde::Serialize;
 use std::sync::Arc;
 
 use crate::figure::Figure;
+use crate::stop::StopSignals;
 use crate::LabError;
 use harness::{Design, Measurement, Mode, Spec, Timing};
 use workload::Workload;
@@ -435,11 +436,14 @@ pub fn rule_name(on: bool) -> &'static str {
 /// Runs every configuration of `config` in order, `--repeat` times each,
 /// and hands each configuration's median run to `sink` as it finishes.
 /// A workload that cannot run in threads mode is skipped there, with a
-/// note on stderr.
+/// note on stderr. With `stop`, a first SIGINT or SIGTERM ends the run
+/// after the configuration being measured; the return value says whether
+/// that happened (`Ok(false)`: stopped early).
 pub fn run_all(
     config: &RunConfig,
+    stop: Option<&StopSignals>,
     sink: &mut dyn FnMut(Row) -> Result<(), LabError>,
-) -> Result<(), LabError> {
+) -> Result<bool, LabError> {
     for &workload in &config.workloads {
         for &mode in &config.modes {
             if let (Mode::Threads, Some(why)) = (mode, workload.processes_only()) {
@@ -447,6 +451,9 @@ pub fn run_all(
                 continue;
             }
             for spec in config.specs(workload, mode) {
+                if stop.is_some_and(StopSignals::requested) {
+                    return Ok(false);
+                }
                 let (m, spread) = measure_median(&spec, config)?;
                 sink(Row {
                     spec,
@@ -457,7 +464,7 @@ pub fn run_all(
             }
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 #[cfg(test)]

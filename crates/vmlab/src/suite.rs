@@ -46,7 +46,7 @@
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -742,48 +742,6 @@ fn record_run(plan: &Plan, machine: &Machine, command: &str) -> Result<(), LabEr
     write_file(&plan.out.join("plan.json"), &format!("{json}\n"))
 }
 
-/// Stops a run at the next point on the first SIGINT or SIGTERM; a second
-/// one ends the process. The handlers go when this is dropped.
-struct StopSignals {
-    stop: Arc<AtomicBool>,
-    ids: Vec<signal_hook::SigId>,
-}
-
-impl StopSignals {
-    fn install() -> Result<StopSignals, LabError> {
-        use signal_hook::consts::{SIGINT, SIGTERM};
-        let stop = Arc::new(AtomicBool::new(false));
-        let mut me = StopSignals {
-            stop: Arc::clone(&stop),
-            ids: Vec::new(),
-        };
-        for sig in [SIGINT, SIGTERM] {
-            let fail = |e: std::io::Error| LabError(format!("cannot handle signal {sig}: {e}"));
-            // The exit is registered first: it sees the flag the first
-            // signal set only from the second signal on.
-            me.ids.push(
-                signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, Arc::clone(&stop))
-                    .map_err(fail)?,
-            );
-            me.ids
-                .push(signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(fail)?);
-        }
-        Ok(me)
-    }
-
-    fn requested(&self) -> bool {
-        self.stop.load(Ordering::SeqCst)
-    }
-}
-
-impl Drop for StopSignals {
-    fn drop(&mut self) {
-        for id in self.ids.drain(..) {
-            signal_hook::low_level::unregister(id);
-        }
-    }
-}
-
 /// Measures `todo`, appending every point's samples to `results.jsonl` as
 /// it is measured, then writes the tables, plots, page and summary from
 /// `done` and the new samples.
@@ -797,7 +755,7 @@ fn measure_and_write(
     let jsonl = plan.out.join("results.jsonl");
     let mut writer = SampleWriter::append(&jsonl)
         .map_err(|e| LabError(format!("writing {}: {e}", jsonl.display())))?;
-    let signals = StopSignals::install()?;
+    let signals = crate::stop::StopSignals::install()?;
     let bar = ProgressBar::new(todo.len() as u64);
     bar.set_style(
         ProgressStyle::with_template(

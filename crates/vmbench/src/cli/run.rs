@@ -9,6 +9,7 @@ use mm::IndexKind;
 use vmlab::run::harness::Mode;
 use vmlab::run::workload::Workload;
 use vmlab::run::{self, execl, RunConfig};
+use vmlab::stop::StopSignals;
 use vmlab::LabError;
 
 /// Options of `vmbench run`.
@@ -203,7 +204,10 @@ pub fn main(args: &RunArgs) -> Result<(), LabError> {
     let mut out = stdout.lock();
     let write_err = |e: io::Error| LabError(format!("writing results: {e}"));
     let mut rows = Vec::new();
-    run::run_all(&config, &mut |row| {
+    // Ctrl-C stops after the configuration being measured and still
+    // prints what was measured.
+    let signals = StopSignals::install()?;
+    let finished = run::run_all(&config, Some(&signals), &mut |row| {
         eprintln!(
             "vmbench run: {}: {:.0} ops/s (cpu share {})",
             row.label(),
@@ -218,10 +222,18 @@ pub fn main(args: &RunArgs) -> Result<(), LabError> {
         rows.push(row);
         Ok(())
     })?;
-    if !args.json {
+    drop(signals);
+    if !args.json && !rows.is_empty() {
         writeln!(out, "{}", run::render_table(&rows)).map_err(write_err)?;
     }
-    Ok(())
+    if finished {
+        Ok(())
+    } else {
+        Err(LabError(format!(
+            "interrupted: {} configuration(s) measured, shown above",
+            rows.len()
+        )))
+    }
 }
 
 fn seconds(flag: &str, secs: f64, zero_ok: bool) -> Result<Duration, LabError> {
