@@ -8,7 +8,7 @@
 //!   it from a file. This finds what a hand-edited or truncated file does
 //!   to the parser.
 //! * **structure-aware**: the rest chooses one of the committed fixture
-//!   traces (real programs, `crates/vmbench/tests/fixtures`) and a list of
+//!   traces (real programs, `crates/vmtrace/tests/fixtures`) and a list of
 //!   edits to its JSON: events deleted, duplicated, moved or cut off,
 //!   fields set to boundary values, fork chains and fork fans appended,
 //!   sysctls and file sizes changed, map lines replaced. Random bytes almost
@@ -44,11 +44,11 @@ use serde_json::{json, Value};
 use vmtrace::{Limits, Trace};
 
 const FIXTURES: [&str; 5] = [
-    include_str!("../../crates/vmbench/tests/fixtures/ls.json"),
-    include_str!("../../crates/vmbench/tests/fixtures/sh-pipeline.json"),
-    include_str!("../../crates/vmbench/tests/fixtures/perl-threads.json"),
-    include_str!("../../crates/vmbench/tests/fixtures/anon-vma.json"),
-    include_str!("../../crates/vmbench/tests/fixtures/edge-cases.json"),
+    include_str!("../../crates/vmtrace/tests/fixtures/ls.json"),
+    include_str!("../../crates/vmtrace/tests/fixtures/sh-pipeline.json"),
+    include_str!("../../crates/vmtrace/tests/fixtures/perl-threads.json"),
+    include_str!("../../crates/vmtrace/tests/fixtures/anon-vma.json"),
+    include_str!("../../crates/vmtrace/tests/fixtures/edge-cases.json"),
 ];
 
 const LIMITS: Limits = Limits {

@@ -23,8 +23,9 @@ const FIXTURES: [(&str, usize); 5] = [
 ];
 
 fn fixture(name: &str) -> PathBuf {
+    // The traces are vmtrace's; this crate replays them through the CLI.
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
+        .join("../vmtrace/tests/fixtures")
         .join(name)
 }
 

@@ -17,7 +17,7 @@
 //! ```
 //! let text = std::fs::read_to_string(concat!(
 //!     env!("CARGO_MANIFEST_DIR"),
-//!     "/../vmbench/tests/fixtures/sh-pipeline.json"
+//!     "/tests/fixtures/sh-pipeline.json"
 //! ))
 //! .unwrap();
 //! let trace = vmtrace::Trace::parse(&text).unwrap();
@@ -26,9 +26,11 @@
 //! println!("{} calls in {} address spaces", outcome.total_calls(), outcome.spaces);
 //! ```
 //!
-//! Dependencies: `libc` for the few ptrace and waitpid calls (one small
-//! module, [`record`]'s only `unsafe`), `serde`/`serde_json` for the
-//! format.
+//! Dependencies: `nix` for the ptrace calls it wraps safely, `libc` for
+//! the rest (`waitpid` and resuming with a signal, where nix's `Signal`
+//! lacks real-time signals, `PTRACE_GET_SYSCALL_INFO`, and system call
+//! numbers; one small module holds the crate's only `unsafe`),
+//! `serde`/`serde_json` for the format.
 
 #![deny(unsafe_code)]
 #![deny(missing_docs)]

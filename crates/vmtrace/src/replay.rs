@@ -132,7 +132,7 @@ fn ret_of(r: Result<u64, Errno>) -> Ret {
 /// ```
 /// let text = std::fs::read_to_string(concat!(
 ///     env!("CARGO_MANIFEST_DIR"),
-///     "/../vmbench/tests/fixtures/ls.json"
+///     "/tests/fixtures/ls.json"
 /// ))
 /// .unwrap();
 /// let trace = vmtrace::Trace::parse(&text).unwrap();

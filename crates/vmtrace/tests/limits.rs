@@ -6,7 +6,7 @@ use mm::IndexKind;
 use serde_json::{json, Value};
 use vmtrace::{Limits, Trace};
 
-const LS: &str = include_str!("../../vmbench/tests/fixtures/ls.json");
+const LS: &str = include_str!("fixtures/ls.json");
 
 /// `ls.json` with `forks` appended: `(parent, child)` space numbers.
 fn with_forks(forks: impl IntoIterator<Item = (u64, u64)>) -> Trace {
