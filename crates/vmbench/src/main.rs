@@ -44,8 +44,9 @@ enum Command {
     /// compares, at 1 to all cores, repeated; writes a results directory
     /// (raw JSON lines, comparison table, plots, HTML page).
     Suite(cli::suite::SuiteArgs),
-    /// Maple tree vs BTreeMap microbenchmarks (load, insert, erase, iterate,
-    /// gap search, concurrent reads, memory per entry).
+    /// Maple tree vs BTreeMap, rangemap, scc and crossbeam-skiplist
+    /// microbenchmarks (load, insert, erase, iterate, gap search, concurrent
+    /// reads, memory per entry).
     Tree(cli::tree::TreeArgs),
     /// Workloads on the address-space model: will-it-scale's (brk1, mmap1,
     /// malloc1, mmap2, page_fault3) in processes or threads mode, and

@@ -327,7 +327,16 @@ fn an_interrupted_suite_keeps_its_points_and_resumes_without_measuring_twice() {
         .map(|v| v["workload"].as_str().unwrap())
         .collect();
     for w in &measured {
-        assert!(html.contains(w), "index.html does not name {w}");
+        // The plot and the table of each measured workload (the name alone
+        // is on the page anyway, in the command line).
+        assert!(
+            html.contains(&format!("{w}.svg")),
+            "index.html lacks the {w} plot"
+        );
+        assert!(
+            html.contains(&format!(">{w}</h")),
+            "index.html lacks the {w} table"
+        );
     }
     for f in [
         "table.txt",

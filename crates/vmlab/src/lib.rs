@@ -2,8 +2,9 @@
 //! the address-space model the way the `vmbench` command does, for anyone
 //! who wants the same figures from their own harness.
 //!
-//! - [`tree`]: the maple tree against `BTreeMap` (plain and behind a lock)
-//!   on an mmap-like layout: lookups, writes, iteration, gap search, a
+//! - [`tree`]: the maple tree against `BTreeMap` (plain and behind a lock),
+//!   `rangemap`, `scc::TreeIndex` and `crossbeam-skiplist` on an mmap-like
+//!   layout: lookups, writes, iteration, gap search, a
 //!   reader beside a writer, memory per entry. Every batch's answers are
 //!   checked.
 //! - [`itree`]: the two interval trees of the reverse map.
@@ -40,7 +41,9 @@
 //!
 //! Dependencies: `thiserror` for the error type, `serde`/`serde_json` for
 //! JSON lines, `comfy-table` for text tables, `indicatif` for the suite's
-//! progress bar, `libc` for CPU time and affinity.
+//! progress bar, `libc` for CPU time and affinity, `signal-hook` to stop
+//! between points on Ctrl-C ([`stop`]), and the tree's peers `rangemap`,
+//! `scc` and `crossbeam-skiplist` (see [`tree`]).
 
 #![deny(unsafe_code)]
 #![deny(missing_docs)]

@@ -12,30 +12,35 @@ use std::sync::Arc;
 use crate::LabError;
 
 /// Stops a run at the next point on the first SIGINT or SIGTERM; a second
-/// one ends the process. The handlers go when this is dropped.
+/// one ends the process.
+///
+/// When this is dropped the run is over, and the signals end the process
+/// at once again, with status 128 + the signal: signal-hook cannot give a
+/// signal its default action back (unregistering a handler leaves the
+/// signal ignored), so the exiting handler stays, armed.
 pub struct StopSignals {
     stop: Arc<AtomicBool>,
-    ids: Vec<signal_hook::SigId>,
+    /// The handlers that only set `stop`, removed on drop.
+    flaggers: Vec<signal_hook::SigId>,
 }
 
 impl StopSignals {
-    /// Installs the handlers; they are removed when the value is dropped.
+    /// Installs the handlers (see the type's docs for what is left when
+    /// the value is dropped).
     pub fn install() -> Result<StopSignals, LabError> {
         use signal_hook::consts::{SIGINT, SIGTERM};
         let stop = Arc::new(AtomicBool::new(false));
         let mut me = StopSignals {
             stop: Arc::clone(&stop),
-            ids: Vec::new(),
+            flaggers: Vec::new(),
         };
         for sig in [SIGINT, SIGTERM] {
             let fail = |e: std::io::Error| LabError(format!("cannot handle signal {sig}: {e}"));
             // The exit is registered first: it sees the flag the first
             // signal set only from the second signal on.
-            me.ids.push(
-                signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, Arc::clone(&stop))
-                    .map_err(fail)?,
-            );
-            me.ids
+            signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, Arc::clone(&stop))
+                .map_err(fail)?;
+            me.flaggers
                 .push(signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(fail)?);
         }
         Ok(me)
@@ -49,7 +54,9 @@ impl StopSignals {
 
 impl Drop for StopSignals {
     fn drop(&mut self) {
-        for id in self.ids.drain(..) {
+        // Armed first, so no signal can fall between the two handlers.
+        self.stop.store(true, Ordering::SeqCst);
+        for id in self.flaggers.drain(..) {
             signal_hook::low_level::unregister(id);
         }
     }

@@ -8,7 +8,7 @@
 //!
 //! | workload | configurations |
 //! |---|---|
-//! | `tree` | the maple tree and `BTreeMap` (plain and behind a lock), per operation and size |
+//! | `tree` | the maple tree (exclusive and shared writes), `BTreeMap` (plain and behind a lock), `rangemap`, `scc::TreeIndex` and `crossbeam-skiplist`, per operation and size |
 //! | `execl` | the five i_mmap designs (`single` first), and `single` with each lock kind |
 //! | `aim7-brk` | the anon_vma rule off, then on |
 //! | `brk1`, `mmap1`, `malloc1`, `mmap2`, `page_fault3` | legacy index, then maple; processes and threads mode |
@@ -417,7 +417,12 @@ impl Plan {
                 .iter()
                 .map(|w| w.name().to_string())
                 .collect(),
-            designs: self.designs.clone(),
+            // Sorted: `--designs` in another order is the same plan.
+            designs: self.designs.clone().map(|mut d| {
+                d.sort_unstable();
+                d.dedup();
+                d
+            }),
             threads: self.threads.clone(),
             repeat: self.repeat,
             duration_ns: nanos(self.timing.duration),
@@ -505,7 +510,12 @@ impl PlanRecord {
         };
         Ok(Plan {
             workloads,
-            designs: self.designs.clone(),
+            // Sorted: `--designs` in another order is the same plan.
+            designs: self.designs.clone().map(|mut d| {
+                d.sort_unstable();
+                d.dedup();
+                d
+            }),
             threads: self.threads.clone(),
             repeat: self.repeat,
             timing: Timing {
@@ -657,17 +667,21 @@ pub fn resume(dir: &Path, given: Option<&Plan>, command: &str) -> Result<(), Lab
         )));
     }
     let jsonl = dir.join("results.jsonl");
-    let done = results::load_for_append(&jsonl).map_err(|e| LabError(format!("--resume: {e}")))?;
+    let (mut done, torn) =
+        results::load_for_append(&jsonl).map_err(|e| LabError(format!("--resume: {e}")))?;
+    if torn {
+        drop_last_point(&jsonl, &mut done)?;
+    }
     let todo = missing_points(&plan, &done);
     let original = fs::read_to_string(dir.join("command.txt")).unwrap_or_default();
     let original = original.lines().next().unwrap_or(command).to_string();
     if todo.is_empty() {
-        eprintln!("vmbench suite: {shown}: every point was measured; writing the results again");
         if done.is_empty() {
             return Err(LabError(format!(
                 "--resume: {shown}: its plan has no point to measure"
             )));
         }
+        eprintln!("vmbench suite: {shown}: every point was measured; writing the results again");
         return write_results(&plan, &machine, &original, &done, None);
     }
     let mut log = fs::OpenOptions::new()
@@ -683,6 +697,34 @@ pub fn resume(dir: &Path, given: Option<&Plan>, command: &str) -> Result<(), Lab
         plan.points().len()
     );
     measure_and_write(&plan, &machine, &original, done, todo)
+}
+
+/// After a torn last line: the write it ended held one whole point (a
+/// tree pass is many lines written at once), so the whole lines of the
+/// file's last point may be the beginning of that same write. They are
+/// dropped, and the file rewritten without them, so the point is measured
+/// again instead of being taken as complete; a point that was in fact
+/// whole is only measured once more in place of its old samples.
+fn drop_last_point(jsonl: &Path, done: &mut Vec<Sample>) -> Result<(), LabError> {
+    let Some(last) = done.last().and_then(Point::of) else {
+        return Ok(());
+    };
+    let keep = done
+        .iter()
+        .rposition(|s| Point::of(s).as_ref() != Some(&last))
+        .map_or(0, |i| i + 1);
+    done.truncate(keep);
+    let mut text = String::new();
+    for s in done.iter() {
+        let line = serde_json::to_string(s).map_err(|e| LabError(format!("--resume: {e}")))?;
+        text.push_str(&line);
+        text.push('\n');
+    }
+    eprintln!(
+        "vmbench suite: {}: the last point ({last}) is measured again: its write was cut off",
+        jsonl.display()
+    );
+    vmresults::output::write_file(jsonl, &text).map_err(|e| LabError(format!("--resume: {e}")))
 }
 
 /// Makes `out` ready: created if absent (returns true), refused if it is
@@ -774,7 +816,15 @@ fn measure_and_write(
         }
         bar.set_message(point.to_string());
         let measured = match point {
-            Point::Tree { size, rep } => measure_tree(plan, *size, *rep, &bar)?,
+            // A failed check fails this pass only, as a failed run
+            // configuration does: the rest is still measured and written.
+            Point::Tree { size, rep } => match measure_tree(plan, *size, *rep, &bar) {
+                Ok(samples) => samples,
+                Err(e) => {
+                    failures.push(format!("tree n={size} (run {}): {e}", rep + 1));
+                    Vec::new()
+                }
+            },
             Point::Run {
                 workload,
                 config,
@@ -802,8 +852,9 @@ fn measure_and_write(
         samples.extend(measured);
         bar.inc(1);
     }
-    // A signal during the last point still counts as an interruption.
-    interrupted |= signals.requested();
+    // A signal during the last point counts as an interruption only if
+    // that point was not the last one missing.
+    interrupted |= signals.requested() && !missing_points(plan, &samples).is_empty();
     drop(signals);
     bar.finish_and_clear();
     for f in &failures {
@@ -922,11 +973,11 @@ fn measure_tree(
 /// `samples` in the order of the plan's workloads and, within a `run`
 /// workload, of its configurations (the baseline first), whatever order a
 /// resumed file holds them in; tree samples keep their order.
-fn in_plan_order(samples: &[Sample]) -> Vec<Sample> {
+fn in_plan_order(plan: &Plan, samples: &[Sample]) -> Vec<Sample> {
     let rank = |s: &Sample| {
         let workload = SuiteWorkload::named(&s.workload);
         let w = workload
-            .and_then(|w| SuiteWorkload::ALL.iter().position(|&x| x == w))
+            .and_then(|w| plan.workloads.iter().position(|&x| x == w))
             .unwrap_or(usize::MAX);
         let c = match workload {
             Some(w @ SuiteWorkload::Run(_)) => configs(w)
@@ -953,7 +1004,7 @@ fn write_results(
     stop: Option<String>,
 ) -> Result<(), LabError> {
     let dir = &plan.out;
-    let samples = in_plan_order(samples);
+    let samples = in_plan_order(plan, samples);
     let samples = &samples[..];
     let tables = compare::suite_tables(samples);
     let text = compare::render_text(&tables);
@@ -1195,18 +1246,60 @@ mod tests {
             sample("tree", "load n=1000", "maple", 1, 0),
             sample("brk1", "ops/s", "legacy processes", 1, 0),
         ];
-        let ordered = in_plan_order(&resumed);
-        let order: Vec<(&str, &str)> = ordered
-            .iter()
-            .map(|s| (s.workload.as_str(), s.config.as_str()))
-            .collect();
+        let order = |p: &Plan| -> Vec<(String, String)> {
+            in_plan_order(p, &resumed)
+                .into_iter()
+                .map(|s| (s.workload, s.config))
+                .collect()
+        };
+        let pair = |w: &str, c: &str| (w.to_string(), c.to_string());
         assert_eq!(
-            order,
+            order(&plan(&["tree", "brk1"], None)),
             [
-                ("tree", "maple"),
-                ("brk1", "legacy processes"),
-                ("brk1", "maple processes")
+                pair("tree", "maple"),
+                pair("brk1", "legacy processes"),
+                pair("brk1", "maple processes")
             ]
         );
+        // The plan's order, not the suite's: brk1 asked for first.
+        assert_eq!(
+            order(&plan(&["brk1", "tree"], None)),
+            [
+                pair("brk1", "legacy processes"),
+                pair("brk1", "maple processes"),
+                pair("tree", "maple")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_torn_write_takes_the_last_point_with_it() {
+        let dir = std::env::temp_dir().join(format!("vmlab-torn-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let jsonl = dir.join("results.jsonl");
+        let run = sample("brk1", "ops/s", "maple processes", 1, 0);
+        // A tree pass whose write was cut after two of its lines.
+        let tree = [
+            sample("tree", "load n=1000", "maple", 1, 0),
+            sample("tree", "iter n=1000", "maple", 1, 0),
+        ];
+        let mut text = String::new();
+        for s in std::iter::once(&run).chain(&tree) {
+            text.push_str(&serde_json::to_string(s).unwrap());
+            text.push('\n');
+        }
+        text.push_str("{\"workload\":\"tree\",\"met");
+        fs::write(&jsonl, text).unwrap();
+        let (mut done, torn) = results::load_for_append(&jsonl).unwrap();
+        assert!(torn);
+        assert_eq!(done.len(), 3);
+        drop_last_point(&jsonl, &mut done).unwrap();
+        assert_eq!(done, std::slice::from_ref(&run));
+        // The file says the same, so the tree point is measured again.
+        assert_eq!(
+            results::load_for_append(&jsonl).unwrap(),
+            (vec![run], false)
+        );
+        fs::remove_dir_all(&dir).unwrap();
     }
 }

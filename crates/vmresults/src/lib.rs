@@ -15,7 +15,8 @@
 //! ```
 //!
 //! [`samples`] is the results format: every repetition of every figure as
-//! one JSON line ([`Sample`]), and the machine it ran on. [`compare`]
+//! one JSON line ([`Sample`]), and the machine it ran on; [`group`] sorts
+//! a run's samples by figure, once, for every reader below. [`compare`]
 //! summarises repetitions (harmonic mean for rates, arithmetic for times)
 //! and puts configurations, or two runs, side by side with the % change
 //! and Welch's t-test. [`table`] renders those tables as text, Markdown or

@@ -6,7 +6,7 @@
 //! | `results.jsonl` | one [`Sample`] per line: one repetition of one figure, appended as measured ([`SampleWriter`]) |
 //! | `machine.json` | the [`Machine`] it ran on |
 //! | `command.txt` | the exact command line (and any command that resumed it) |
-//! | `plan.json` | the resolved plan and its arguments, which `--resume` checks |
+//! | `plan.json` | the resolved plan (workloads, designs, thread counts, repetitions, durations, sizes, topology), which `--resume` checks |
 //! | `summary.txt` | three lines: what the run found |
 //! | `table.txt`, `table.md` | the comparison table |
 //! | `<workload>.svg`, `<workload>.png` | throughput vs threads per configuration |
@@ -216,12 +216,13 @@ fn parse_line(line: &str) -> Result<Sample, String> {
 
 /// Loads the `results.jsonl` at `path` to append to it (a missing file
 /// holds no samples): a torn last line is reported on stderr and cut off
-/// the file, so the next sample appended starts a clean line. A bad line
-/// elsewhere is an error, one line naming the file and the line.
-pub fn load_for_append(path: &Path) -> Result<Vec<Sample>, String> {
+/// the file, so the next sample appended starts a clean line, and the
+/// returned flag says it was. A bad line elsewhere is an error, one line
+/// naming the file and the line.
+pub fn load_for_append(path: &Path) -> Result<(Vec<Sample>, bool), String> {
     let text = match fs::read_to_string(path) {
         Ok(t) => t,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Vec::new(), false)),
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
     };
     let parsed = parse_lines(&text).map_err(|e| format!("{} {e}", path.display()))?;
@@ -233,7 +234,7 @@ pub fn load_for_append(path: &Path) -> Result<Vec<Sample>, String> {
             .and_then(|f| f.set_len(torn.offset))
             .map_err(|e| format!("cannot cut the torn last line off {}: {e}", path.display()))?;
     }
-    Ok(parsed.samples)
+    Ok((parsed.samples, parsed.torn.is_some()))
 }
 
 /// Parses the text of a `results.jsonl`: one [`Sample`] per line, blank
@@ -411,7 +412,7 @@ mod tests {
         assert!(read_samples(&dir).unwrap_err().contains("no samples"));
         // Loading to append cuts the torn tail off the file.
         fs::write(&path, format!("{whole}{torn}")).unwrap();
-        assert_eq!(load_for_append(&path).unwrap(), [sample(1.0)]);
+        assert_eq!(load_for_append(&path).unwrap(), (vec![sample(1.0)], true));
         assert_eq!(fs::read_to_string(&path).unwrap(), whole);
         SampleWriter::append(&path)
             .unwrap()
@@ -422,7 +423,7 @@ mod tests {
         let e = load_for_append(&path).unwrap_err();
         assert!(e.contains("line 1") && !e.contains('\n'), "{e}");
         fs::remove_file(&path).unwrap();
-        assert_eq!(load_for_append(&path).unwrap(), []);
+        assert_eq!(load_for_append(&path).unwrap(), (vec![], false));
         fs::remove_dir_all(&dir).unwrap();
     }
 

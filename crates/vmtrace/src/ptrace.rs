@@ -1,12 +1,13 @@
 //! The few `ptrace`/`waitpid` calls the recorder needs, as safe functions.
 //!
 //! `nix` makes most of them safe calls (options, event messages, siginfo,
-//! memory reads, kill, and the child's own `personality`/`PTRACE_TRACEME`).
-//! Three stay raw `libc` calls, for reasons nix cannot cover: `waitpid`
-//! and `PTRACE_SYSCALL`'s signal, because nix's `Signal` has no real-time
+//! memory reads, kill, and the child's `PTRACE_TRACEME`). Four stay raw
+//! `libc` calls, for reasons nix cannot cover: `waitpid` and
+//! `PTRACE_SYSCALL`'s signal, because nix's `Signal` has no real-time
 //! signals (a tracee stopped by `SIGRTMIN + n`, which glibc and managed
 //! runtimes send, would make nix's `waitpid` fail and could not be passed
-//! on); and `PTRACE_GET_SYSCALL_INFO`, which nix does not wrap.
+//! on); `personality`, whose nix wrapper drops the flags it does not name;
+//! and `PTRACE_GET_SYSCALL_INFO`, which nix does not wrap.
 //!
 //! This is the only module of `vmtrace` allowed to use `unsafe`:
 //! every such call is a plain system call whose pointer arguments point
@@ -19,7 +20,6 @@ use std::io;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
-use nix::sys::personality::{self, Persona};
 use nix::sys::ptrace::{self as nix_ptrace, Options};
 use nix::sys::signal::{self, Signal};
 use nix::unistd::Pid as NixPid;
@@ -79,11 +79,16 @@ pub fn spawn_traced(argv: &[String]) -> io::Result<Pid> {
     // SAFETY: the closure runs in the forked child before exec and only
     // makes three async-signal-safe system calls (`personality` twice,
     // `ptrace`) with no pointer arguments; it allocates nothing and takes
-    // no locks.
+    // no locks. `personality` stays a raw call: nix's keeps only the flags
+    // it names, and would drop an execution domain (`setarch i386`).
     unsafe {
         cmd.pre_exec(|| {
-            let current = personality::get()?;
-            personality::set(current | Persona::ADDR_NO_RANDOMIZE)?;
+            let current = libc::personality(0xffff_ffff);
+            if current == -1
+                || libc::personality((current | libc::ADDR_NO_RANDOMIZE) as libc::c_ulong) == -1
+            {
+                return Err(io::Error::last_os_error());
+            }
             nix_ptrace::traceme()?;
             Ok(())
         });

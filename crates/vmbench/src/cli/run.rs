@@ -226,13 +226,14 @@ pub fn main(args: &RunArgs) -> Result<(), LabError> {
     if !args.json && !rows.is_empty() {
         writeln!(out, "{}", run::render_table(&rows)).map_err(write_err)?;
     }
-    if finished {
-        Ok(())
-    } else {
-        Err(LabError(format!(
-            "interrupted: {} configuration(s) measured, shown above",
-            rows.len()
-        )))
+    match (finished, rows.len()) {
+        (true, _) => Ok(()),
+        (false, 0) => Err(LabError(
+            "interrupted before any configuration was measured".into(),
+        )),
+        (false, n) => Err(LabError(format!(
+            "interrupted: {n} configuration(s) measured, shown above"
+        ))),
     }
 }
 

@@ -32,7 +32,8 @@ pub struct SuiteArgs {
     /// mode), single, split, split-locked, distributed, adaptive (the
     /// i_mmap design), std, rwsem, numa (the lock), rule-on, rule-off (the
     /// anon_vma rule), or a tree implementation (maple-shared, btreemap,
-    /// rwlock-btreemap). [default: all]
+    /// rwlock-btreemap, rangemap, scc-treeindex, crossbeam-skiplist).
+    /// [default: all]
     #[arg(long, value_delimiter = ',')]
     pub designs: Option<Vec<String>>,
 

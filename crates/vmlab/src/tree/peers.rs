@@ -27,9 +27,12 @@ use super::Impl;
 ///
 /// The map merges touching ranges that hold equal values and silently
 /// overwrites overlapped ones, so `insert` and `erase` compare the entry
-/// count before and after: a write that merged, replaced or split entries
-/// reports failure, and the run stops. (The workload's one-page holes and
-/// distinct values mean a correct map never merges.)
+/// count before and after: a write that did not add (remove) exactly one
+/// entry reports failure, and the run stops. That catches a merge, but
+/// not an insert that trims a neighbour and adds itself; the checksums of
+/// the timed batches (lookups, iteration, gaps) catch any such damage.
+/// (The workload's one-page holes and distinct values mean a correct map
+/// never merges.)
 pub struct RangeMap(RangeInclusiveMap<u64, u64>);
 
 /// How many request sizes the first window of [`rangemap_gap_rev`] spans.
