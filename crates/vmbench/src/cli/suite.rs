@@ -127,10 +127,10 @@ impl SuiteArgs {
         let topology = vmlab::run::parse_topology(self.machine.topology.as_deref())?;
         let out = match (&self.resume, &self.out) {
             (Some(dir), _) | (None, Some(dir)) => dir.clone(),
-            (None, None) => {
-                let stamp = chrono::Local::now().format("%Y-%m-%dT%H-%M-%S");
-                dated_dir(Path::new("vmbench-results"), &stamp.to_string())
-            }
+            // The name only: `main` claims it (or the next free `-N`)
+            // when the run starts, so that resolving a plan creates nothing.
+            (None, None) => Path::new("vmbench-results")
+                .join(chrono::Local::now().format("%Y-%m-%dT%H-%M-%S").to_string()),
         };
         let (tree_sizes, tree_scale) = if self.quick {
             (vec![1_000], Scale::QUICK)
@@ -174,16 +174,37 @@ impl SuiteArgs {
     }
 }
 
-/// `base/<stamp>`, or, if that exists, the first of `base/<stamp>-2`,
-/// `base/<stamp>-3`... that does not.
-fn dated_dir(base: &Path, stamp: &str) -> PathBuf {
-    let mut dir = base.join(stamp);
-    let mut n = 2;
-    while dir.exists() {
-        dir = base.join(format!("{stamp}-{n}"));
-        n += 1;
+/// Creates the directory `dir`, or, if that exists, the first of
+/// `dir-2`, `dir-3`... that does not, and returns the one it created.
+/// Creating is the claim: two suites started in the same second cannot
+/// both take one name, as they could if each only checked that it was
+/// free.
+fn claim_dir(dir: &Path) -> Result<PathBuf, LabError> {
+    let fail = |d: &Path, e: std::io::Error| {
+        LabError(format!("--out: cannot create {}: {e}", d.display()))
+    };
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| fail(parent, e))?;
     }
-    dir
+    let name = dir.as_os_str();
+    for n in 1..=1000 {
+        let candidate = if n == 1 {
+            dir.to_path_buf()
+        } else {
+            let mut s = name.to_owned();
+            s.push(format!("-{n}"));
+            PathBuf::from(s)
+        };
+        match std::fs::create_dir(&candidate) {
+            Ok(()) => return Ok(candidate),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(fail(&candidate, e)),
+        }
+    }
+    Err(LabError(format!(
+        "--out: {} and its next 999 numbered names exist; pass --out",
+        dir.display()
+    )))
 }
 
 /// Runs `vmbench suite`.
@@ -201,7 +222,19 @@ pub fn main(args: &SuiteArgs) -> Result<(), LabError> {
             };
             suite::resume(dir, given.as_ref(), &command)
         }
-        None => suite::run(&args.plan()?, &command, args.force),
+        None => {
+            let mut plan = args.plan()?;
+            let claimed = args.out.is_none();
+            if claimed {
+                plan.out = claim_dir(&plan.out)?;
+            }
+            let result = suite::run(&plan, &command, args.force);
+            if claimed && result.is_err() {
+                // Only if the run left it empty (it measured nothing).
+                let _ = std::fs::remove_dir(&plan.out);
+            }
+            result
+        }
     }
 }
 
@@ -278,11 +311,14 @@ mod tests {
         let base = std::env::temp_dir().join(format!("vmbench-dated-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         let stamp = "2026-11-24T09-21-03";
-        assert_eq!(dated_dir(&base, stamp), base.join(stamp));
-        std::fs::create_dir_all(base.join(stamp)).unwrap();
-        assert_eq!(dated_dir(&base, stamp), base.join(format!("{stamp}-2")));
-        std::fs::create_dir_all(base.join(format!("{stamp}-2"))).unwrap();
-        assert_eq!(dated_dir(&base, stamp), base.join(format!("{stamp}-3")));
+        let dir = base.join(stamp);
+        // Each claim creates the directory it returns, so the next one
+        // cannot take the same name.
+        assert_eq!(claim_dir(&dir).unwrap(), dir);
+        assert!(dir.is_dir());
+        assert_eq!(claim_dir(&dir).unwrap(), base.join(format!("{stamp}-2")));
+        assert_eq!(claim_dir(&dir).unwrap(), base.join(format!("{stamp}-3")));
+        assert!(base.join(format!("{stamp}-3")).is_dir());
         std::fs::remove_dir_all(&base).unwrap();
         // --resume names the directory; --out and --force cannot join it.
         let plan = args(&["--resume", "d", "--quick"]).plan().unwrap();
