@@ -22,8 +22,7 @@ pub struct SuiteArgs {
     #[arg(long)]
     pub full: bool,
 
-    /// Workloads, comma separated: tree, execl, aim7-brk, brk1, mmap1,
-    /// malloc1, mmap2, page_fault3, kernbench. [default: all]
+    /// Workloads, comma separated, run in this order. [default: all]
     #[arg(long, value_delimiter = ',', value_parser = super::named(&SuiteWorkload::ALL, SuiteWorkload::name))]
     pub workloads: Option<Vec<SuiteWorkload>>,
 
