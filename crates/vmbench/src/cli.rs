@@ -94,3 +94,36 @@ pub fn print_figures(
     };
     written.map_err(|e| vmlab::LabError(format!("writing results: {e}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vmlab::tree::{Impl, Op};
+
+    /// `--ops` as `tree` declares it: the kinds' names, comma separated.
+    #[derive(Debug, clap::Parser)]
+    struct Lists {
+        #[arg(long, value_delimiter = ',', value_parser = named(&Op::ALL, Op::name))]
+        ops: Vec<Op>,
+        #[arg(long, value_delimiter = ',', value_parser = named(&Impl::ALL, Impl::name))]
+        impls: Vec<Impl>,
+    }
+
+    fn parse(args: &[&str]) -> Result<Lists, String> {
+        <Lists as clap::Parser>::try_parse_from(std::iter::once("t").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn parses_names_and_rejects_unknown() {
+        let l = parse(&["--ops", "load,iter,load", "--impls", "btreemap"]).unwrap();
+        assert_eq!(dedup(&l.ops), [Op::Load, Op::Iter]);
+        assert_eq!(l.impls, [Impl::BTreeMap]);
+        let err = parse(&["--ops", "lod"]).unwrap_err();
+        assert!(
+            err.contains("invalid value 'lod'") && err.contains("gap_fwd"),
+            "{err}"
+        );
+        assert!(parse(&["--impls", "avl"]).is_err());
+    }
+}

@@ -60,7 +60,7 @@ pub mod timing;
 pub mod topology;
 pub mod tree;
 
-pub use error::{parse_names, LabError};
+pub use error::LabError;
 
 /// The unit tests measure memory too, so their binary counts allocations
 /// as `vmbench` does.

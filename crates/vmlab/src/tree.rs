@@ -29,7 +29,7 @@ use crate::alloc_count;
 use crate::figure::{self, Figure, TableSpec};
 use crate::rng::SplitMix64;
 use crate::timing::{median_ns_per_op, timed, Batch};
-use crate::{parse_names, LabError};
+use crate::LabError;
 use peers::{RangeMap, SccTree, SkipList};
 use subjects::{BTree, Maple, MapleShared, RwBTree, Scan, SharedSubject, Subject, Tally};
 use workload::Layout;
@@ -231,16 +231,6 @@ const READ_OPS: [Op; 7] = [
 ];
 /// Operations that build or empty structures.
 const WRITE_OPS: [Op; 3] = [Op::InsertAsc, Op::InsertRand, Op::EraseRand];
-
-/// Parses a list of operation names; the error names the valid ones.
-pub fn parse_ops(names: &[String]) -> Result<Vec<Op>, LabError> {
-    parse_names(names, &Op::ALL, |op| op.name(), "op")
-}
-
-/// Parses a list of implementation names; the error names the valid ones.
-pub fn parse_impls(names: &[String]) -> Result<Vec<Impl>, LabError> {
-    parse_names(names, &Impl::ALL, |imp| imp.name(), "impl")
-}
 
 /// Most samples per figure `--repeat` accepts in `tree` and `itree` (as in
 /// `run`): the samples are kept in memory, and an unbounded count would be
@@ -949,28 +939,6 @@ fn churn_until_stopped<S: SharedSubject>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn strings(items: &[&str]) -> Vec<String> {
-        items.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn parses_names_and_rejects_unknown() {
-        assert_eq!(
-            parse_ops(&strings(&["load", "iter", "load"])),
-            Ok(vec![Op::Load, Op::Iter])
-        );
-        let err = parse_ops(&strings(&["lod"])).unwrap_err().0;
-        assert!(
-            err.contains("unknown op 'lod'") && err.contains("gap_fwd"),
-            "{err}"
-        );
-        assert_eq!(
-            parse_impls(&strings(&["btreemap"])),
-            Ok(vec![Impl::BTreeMap])
-        );
-        assert!(parse_impls(&strings(&["avl"])).is_err());
-    }
 
     #[test]
     fn every_op_applies_somewhere() {
