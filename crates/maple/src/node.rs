@@ -377,6 +377,46 @@ impl NodePtr {
         }
     }
 
+    /// Rewrites the node to hold `items`, exactly as [`NodePtr::new`] would
+    /// lay them out, keeping its type and sequence count. This is how a
+    /// writer with exclusive access reuses a node that a split, merge or
+    /// rebalance would otherwise replace by a copy: a classic B-tree's
+    /// in-place node update, with no allocation and no free.
+    ///
+    /// # Safety
+    /// The caller has exclusive access to the tree, so no reader can be
+    /// looking at this node.
+    pub(crate) unsafe fn overwrite(self, items: &[Item]) {
+        fn fill(pivots: &[AtomicU64], slots: &[AtomicPtr<u8>], items: &[Item]) {
+            let len = items.len();
+            for (i, pivot) in pivots.iter().enumerate() {
+                let end = if i + 1 < len { items[i].end } else { u64::MAX };
+                pivot.store(end, Ordering::Relaxed);
+            }
+            for (i, slot) in slots.iter().enumerate() {
+                let p = items.get(i).map_or(ptr::null_mut(), |it| it.ptr);
+                slot.store(p, Ordering::Relaxed);
+            }
+        }
+        let len = items.len();
+        if self.is_leaf() {
+            assert!((1..=LEAF_SLOTS).contains(&len));
+            let leaf = self.leaf();
+            fill(&leaf.pivots, &leaf.slots, items);
+        } else {
+            assert!((1..=INTERNAL_SLOTS).contains(&len));
+            let node = self.internal();
+            fill(&node.pivots, &node.slots, items);
+            for (i, gap) in node.gaps.iter().enumerate() {
+                gap.store(items.get(i).map_or(0, |it| it.gap), Ordering::Relaxed);
+            }
+        }
+        let meta = self.meta();
+        let m = meta.load(Ordering::Relaxed);
+        debug_assert!(m & DEAD == 0, "overwriting a replaced node");
+        meta.store((m & !LEN_MASK) | (len - 1) as u64, Ordering::Relaxed);
+    }
+
     /// Replaces slots `l..=r` of a leaf with `mid` (one to three items; the
     /// end of an item that becomes the last slot is the leaf's max and is
     /// not stored), moving the slots after `r` up or down, for a writer

@@ -27,7 +27,11 @@
 //! range), and only the slots after them move (`Rebuild::splice_in_place`,
 //! `NodePtr::splice_leaf`), as the kernel's node store and append do.
 //! With `&mut` access (or [`MapleTree::write_unshared`]) no reader exists,
-//! so the stores are plain and what the write replaced is freed at once. A
+//! so the stores are plain and what the write replaced is freed at once;
+//! such a writer also makes splits, merges and rebalancing in place, as a
+//! textbook B-tree does: each node the rebuild would replace is rewritten
+//! where it is (`NodePtr::overwrite`), so a split allocates only the node
+//! it adds and a merge frees only the node it empties. A
 //! shared writer (readers may be walking the leaf) uses one of two
 //! protocols, chosen by what changes; copy-on-write remains for everything
 //! that splits, merges or rebalances nodes, which changes a parent. For
@@ -201,19 +205,33 @@ impl Buf {
 /// cleared after each write, so steady-state writes allocate nothing here.
 #[derive(Default)]
 struct Retired {
-    /// Replaced nodes on the write's paths (may repeat; deduplicated at
-    /// the end).
+    /// Replaced nodes on the write's paths, each once (a write's paths
+    /// hold a few nodes, so a linear check on entry is cheapest).
     run: Vec<NodePtr>,
     /// Nodes of whole subtrees the write covered.
     subtrees: Vec<NodePtr>,
     values: Vec<*mut u8>,
     /// Entries removed with the subtrees (for the entry count).
     entries: usize,
+    /// Nodes of the write's paths that an exclusive write rewrote in place
+    /// instead of replacing: listed in `run` like every node of the paths,
+    /// but kept.
+    kept: Vec<NodePtr>,
 }
 
 impl Retired {
     fn node(&mut self, node: NodePtr) {
-        self.run.push(node);
+        if !self.run.contains(&node) {
+            self.run.push(node);
+        }
+    }
+
+    /// Unlinks a node that may have been rewritten in place earlier in
+    /// the same write (a child the root hands the tree to, found empty):
+    /// it is no longer kept.
+    fn dropped(&mut self, node: NodePtr) {
+        self.kept.retain(|&k| k != node);
+        self.node(node);
     }
 
     /// Unlinks a whole subtree: all its nodes and values.
@@ -237,10 +255,14 @@ impl Retired {
         }
     }
 
-    /// Deduplicates the run list; returns how many nodes are unlinked.
-    fn dedup_run(&mut self) -> usize {
-        self.run.sort_unstable();
-        self.run.dedup();
+    /// Takes the kept nodes off the run list; returns how many nodes are
+    /// unlinked.
+    fn settle(&mut self) -> usize {
+        if !self.kept.is_empty() {
+            let kept = &self.kept;
+            self.run.retain(|n| !kept.contains(n));
+            self.kept.clear();
+        }
         self.run.len() + self.subtrees.len()
     }
 
@@ -327,7 +349,7 @@ impl<T: Send + Sync> MapleTree<T> {
     ) -> Result<(), Error> {
         check_range(first, last)?;
         let p = value.map_or(ptr::null_mut(), value::into_raw);
-        let result = self.write_range(scratch, first, last, p, access, insert);
+        let result = self.write_range(scratch, first, last, p, access, insert, false);
         if result.is_err() && !p.is_null() {
             // SAFETY: `p` was made above and never linked into the tree.
             unsafe { value::release::<T>(p) };
@@ -343,7 +365,8 @@ impl<T: Send + Sync> MapleTree<T> {
         access: Access<'_>,
     ) -> Option<(u64, u64)> {
         // Find the entry with the scratch path, which the write then
-        // walks again (cache-hot) to the entry's first index.
+        // starts from: the slot holding `index` holds the entry's first
+        // index too.
         let root = self.root_node()?;
         scratch.pl.rewalk(root, index);
         let leaf = scratch.pl.leaf();
@@ -352,13 +375,16 @@ impl<T: Send + Sync> MapleTree<T> {
             return None;
         }
         // Cannot fail: an erase of a valid range is never refused.
-        self.write_range(scratch, first, last, ptr::null_mut(), access, false)
+        self.write_range(scratch, first, last, ptr::null_mut(), access, false, true)
             .ok()?;
         Some((first, last))
     }
 
     /// Writes `[first, last] = p` (null: absent). The caller has checked
-    /// `first <= last` and, for `Access::Exclusive`, holds `&mut self`.
+    /// `first <= last` and, for `Access::Exclusive`, holds `&mut self`;
+    /// `walked`: the scratch's left path already leads to `first` in the
+    /// current tree.
+    #[allow(clippy::too_many_arguments)]
     fn write_range(
         &self,
         scratch: &mut Scratch,
@@ -367,6 +393,7 @@ impl<T: Send + Sync> MapleTree<T> {
         p: *mut u8,
         access: Access<'_>,
         insert: bool,
+        walked: bool,
     ) -> Result<(), Error> {
         let Some(root) = self.root_node() else {
             if p.is_null() {
@@ -404,7 +431,9 @@ impl<T: Send + Sync> MapleTree<T> {
             bufs,
             retired,
         } = scratch;
-        pl.rewalk(root, first);
+        if !walked {
+            pl.rewalk(root, first);
+        }
         if insert {
             let l = pl.leaf();
             if !l.node.slot(l.slot).is_null() || l.slot_end() < last {
@@ -436,11 +465,13 @@ impl<T: Send + Sync> MapleTree<T> {
                         pl.leaf_mut().slot -= 1;
                         lo = pl.leaf().slot_start();
                     }
-                } else {
-                    let mut prev = pl.clone();
-                    if prev.prev_leaf() && prev.leaf().node.slot(prev.leaf().slot).is_null() {
-                        lo = prev.leaf().slot_start();
-                        *pl = prev;
+                } else if pl.prev_leaf() {
+                    // Step back over the leaf boundary, and return (to slot
+                    // 0 of this leaf) if the range there is present.
+                    if pl.leaf().node.slot(pl.leaf().slot).is_null() {
+                        lo = pl.leaf().slot_start();
+                    } else {
+                        pl.next_leaf();
                     }
                 }
             }
@@ -453,11 +484,13 @@ impl<T: Send + Sync> MapleTree<T> {
                         pr.leaf_mut().slot += 1;
                         hi = pr.leaf().slot_end();
                     }
-                } else {
-                    let mut next = pr.clone();
-                    if next.next_leaf() && next.leaf().node.slot(next.leaf().slot).is_null() {
-                        hi = next.leaf().slot_end();
-                        *pr = next;
+                } else if pr.next_leaf() {
+                    // As on the left: over the boundary, back if present
+                    // (to the last slot of this leaf, where `pr` was).
+                    if pr.leaf().node.slot(pr.leaf().slot).is_null() {
+                        hi = pr.leaf().slot_end();
+                    } else {
+                        pr.prev_leaf();
                     }
                 }
             }
@@ -680,12 +713,21 @@ impl Rebuild<'_, '_> {
     fn fix_gaps(&mut self, d: usize, mut gap: u64) {
         for e in (0..d).rev() {
             let level = self.pl.levels[e];
-            if level.node.gap(level.slot) == gap {
+            let old = level.node.gap(level.slot);
+            if old == gap {
                 break; // unchanged here, so unchanged above
             }
             let before = level.node.max_child_gap();
             level.node.set_gap(level.slot, gap);
-            let after = level.node.max_child_gap();
+            // Only a shrinking gap that was the node's largest needs the
+            // node scanned again.
+            let after = if gap >= before {
+                gap
+            } else if old < before {
+                before
+            } else {
+                level.node.max_child_gap()
+            };
             if before == after {
                 break;
             }
@@ -696,6 +738,26 @@ impl Rebuild<'_, '_> {
     fn new_node(&mut self, leaf: bool, items: &[Item]) -> NodePtr {
         self.created += 1;
         NodePtr::new(leaf, items)
+    }
+
+    /// A node holding `items` in place of `old`: with exclusive access,
+    /// `old` itself, rewritten in place and kept (no reader can see it
+    /// change, so the copy that readers need is not made, and nothing is
+    /// allocated or freed); otherwise a new node.
+    fn rebuild_node(&mut self, leaf: bool, items: &[Item], old: Option<NodePtr>) -> NodePtr {
+        match (self.access, old) {
+            (Access::Exclusive, Some(old)) => {
+                // SAFETY: `Access::Exclusive` is only used where no reader
+                // can exist (`&mut self`, or `write_unshared`'s contract);
+                // the node is one of the write's own, at this level, so of
+                // this type, and its content was copied into `items`' buffer
+                // before any node of the level was rewritten.
+                unsafe { old.overwrite(items) };
+                self.retired.kept.push(old);
+                old
+            }
+            _ => self.new_node(leaf, items),
+        }
     }
 
     /// Rebuilds level by level from the leaves up and publishes the result.
@@ -764,26 +826,39 @@ impl Rebuild<'_, '_> {
                 self.publish(tree, d, leaf, &left, buf);
                 return d;
             }
-            let (sizes, k) = split_sizes(buf.len, cap, rightmost);
-            let mut up = Buf::new();
+            let buf_len = buf.len;
+            let (sizes, k) = split_sizes(buf_len, cap, rightmost);
+            let mut up = [Item {
+                end: 0,
+                ptr: ptr::null_mut(),
+                gap: 0,
+            }; 4];
             let mut start = 0;
             let mut min = left.min;
-            for &size in &sizes[..k] {
-                let items = &buf.as_slice()[start..start + size];
-                let node = self.new_node(leaf, items);
+            for (j, &size) in sizes[..k].iter().enumerate() {
+                let items = &bufs[cur].as_slice()[start..start + size];
+                // The first piece may take the place of the run's left
+                // node, the second of its right one.
+                let reuse = match j {
+                    0 => Some(left.node),
+                    1 if right.node != left.node => Some(right.node),
+                    _ => None,
+                };
+                let node = self.rebuild_node(leaf, items, reuse);
                 let end = items[size - 1].end;
-                up.push(Item {
+                up[j] = Item {
                     end,
                     ptr: node.raw(),
                     gap: items_gap(leaf, items, min),
-                });
+                };
                 min = end.wrapping_add(1);
                 start += size;
             }
+            let up = &up[..k];
             if d == 0 {
                 // The root split: the tree grows a level.
                 assert!(depth < MAX_HEIGHT, "maple tree deeper than MAX_HEIGHT");
-                let root = self.new_node(false, up.as_slice());
+                let root = self.new_node(false, up);
                 tree.root.store(root.raw(), Ordering::Release);
                 return 0;
             }
@@ -792,7 +867,7 @@ impl Rebuild<'_, '_> {
             let next = &mut bufs[cur];
             next.len = 0;
             next.extend_from(&pleft, 0..pleft.slot);
-            for it in up.as_slice() {
+            for it in up {
                 next.push(*it);
             }
             next.extend_from(&pright, pright.slot + 1..pright.node.len());
@@ -835,8 +910,9 @@ impl Rebuild<'_, '_> {
     }
 
     /// Replaces the single node `old` (at depth `d`) by one built from
-    /// `buf`, publishing it with one release store, then fixes the gaps
-    /// recorded above it.
+    /// `buf`, publishing it with one release store (an exclusive write
+    /// rewrites `old` in place instead), then fixes the gaps recorded
+    /// above it.
     fn publish<T>(&mut self, tree: &MapleTree<T>, d: usize, leaf: bool, old: &Level, buf: &Buf) {
         let items = buf.as_slice();
         if d == 0 {
@@ -846,26 +922,28 @@ impl Rebuild<'_, '_> {
                 // A root with one child hands the tree to the child.
                 let mut child = NodePtr::from_raw(items[0].ptr).expect("child");
                 while !child.is_leaf() && child.len() == 1 {
-                    self.retired.node(child);
+                    self.retired.dropped(child);
                     child = child.child(0);
                 }
                 if child.is_leaf() && child.len() == 1 && child.slot(0).is_null() {
                     // Everything was erased.
-                    self.retired.node(child);
+                    self.retired.dropped(child);
                     None
                 } else {
                     Some(child)
                 }
             } else {
-                Some(self.new_node(leaf, items))
+                Some(self.rebuild_node(leaf, items, Some(old.node)))
             };
             let raw = new_root.map_or(ptr::null_mut(), |n| n.raw());
             tree.root.store(raw, Ordering::Release);
             return;
         }
         let parent = self.pl.levels[d - 1];
-        let node = self.new_node(leaf, items);
-        parent.node.publish_child(parent.slot, node);
+        let node = self.rebuild_node(leaf, items, Some(old.node));
+        if node != old.node {
+            parent.node.publish_child(parent.slot, node);
+        }
         // Fix the recorded gaps upwards while they change.
         self.fix_gaps(d, items_gap(leaf, items, old.min));
     }
@@ -873,7 +951,7 @@ impl Rebuild<'_, '_> {
     /// Frees (exclusive) or retires (shared) what the write unlinked, and
     /// leaves the retire lists empty for the next write.
     fn finish<T>(&mut self, tree: &MapleTree<T>) {
-        let unlinked = self.retired.dedup_run();
+        let unlinked = self.retired.settle();
         let live = tree.nodes.load(Ordering::Relaxed) + self.created - unlinked;
         tree.nodes.store(live, Ordering::Relaxed);
         self.retired.entries = 0;
