@@ -72,7 +72,7 @@ fn an_unshared_writer_drops_every_other_value() {
     assert!(r.is_err());
     assert_eq!(dropped.load(Ordering::SeqCst), N as usize);
     tree.validate().unwrap();
-    // The poisoned writer lock is recovered, with an empty scratch space.
+    // The panic left the scratch space empty for the next writer.
     let v = Tracked {
         dropped: Arc::clone(&dropped),
         bomb: false,

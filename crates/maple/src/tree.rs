@@ -4,6 +4,7 @@ use crate::error::Error;
 use crate::node::{gap_size, value, Item, NodePtr, INTERNAL_MIN, LEAF_MIN, LEAF_SLOTS, NODE_SIZE};
 use crate::path::Path;
 use crate::sync::{AtomicPtr, AtomicUsize, Guard, Mutex, Ordering};
+use std::cell::UnsafeCell;
 use std::marker::PhantomData;
 use std::ptr;
 
@@ -55,13 +56,29 @@ pub struct MapleTree<T> {
     /// Nodes reachable from the root; `validate` checks it against a walk,
     /// which is how a leaked (unreachable, never retired) node shows up.
     pub(crate) nodes: AtomicUsize,
-    /// Serialises shared writers and holds the writer's scratch space
-    /// (allocated on the first write). `&mut` writers reach it without
-    /// locking.
-    pub(crate) lock: Mutex<Option<Box<crate::write::Scratch>>>,
+    /// Serialises the writers that may run beside other threads
+    /// ([`MapleTree::write`]). `&mut` writers and unshared writers
+    /// ([`MapleTree::write_unshared`]) exclude every other thread by
+    /// contract and do not take it.
+    pub(crate) lock: Mutex<()>,
+    /// The writer's scratch space (allocated on the first write). Only
+    /// the tree's one writer touches it: the holder of `lock`, of `&mut
+    /// self`, or of an unshared guard, whose contract rules out any other
+    /// writer.
+    pub(crate) scratch: UnsafeCell<Option<Box<crate::write::Scratch>>>,
     /// The tree owns `Arc<T>`s through raw pointers.
     pub(crate) _values: PhantomData<std::sync::Arc<T>>,
 }
+
+// SAFETY: what `UnsafeCell` takes away: the scratch space is only reached
+// by the tree's one writer (see the field), so sharing the tree between
+// threads shares nothing else unsynchronised; the values are owned as
+// `Arc<T>`s would be, hence the same bounds as `Arc<T>`.
+unsafe impl<T: Send + Sync> Sync for MapleTree<T> {}
+// SAFETY: as for `Sync`. Between writes the scratch space holds no
+// pointer that matters (its lists are empty and its paths are overwritten
+// before use), so it may move to another thread with the tree.
+unsafe impl<T: Send + Sync> Send for MapleTree<T> {}
 
 /// Memory used by a tree's nodes, as reported by [`MapleTree::mem_stats`].
 ///
@@ -88,7 +105,8 @@ impl<T> Default for MapleTree<T> {
             root: AtomicPtr::new(ptr::null_mut()),
             entries: AtomicUsize::new(0),
             nodes: AtomicUsize::new(0),
-            lock: Mutex::new(None),
+            lock: Mutex::new(()),
+            scratch: UnsafeCell::new(None),
             _values: PhantomData,
         }
     }
@@ -810,8 +828,7 @@ impl<T> Drop for MapleTree<T> {
         }
         // SAFETY: we own the tree; each slot held one reference of its value.
         unsafe { value::release_all::<T, _>(values.into_iter()) };
-        let scratch = self.lock.get_mut().unwrap_or_else(|e| e.into_inner());
-        if let Some(scratch) = scratch.take() {
+        if let Some(scratch) = self.scratch.get_mut().take() {
             crate::write::Scratch::recycle(scratch);
         }
     }

@@ -101,11 +101,6 @@ pub(crate) struct Scratch {
     retired: Retired,
 }
 
-// SAFETY: between writes the scratch holds no pointers (the lists are
-// empty and the paths are overwritten before use); during a write only the
-// writer, who holds the lock or `&mut` to the tree, touches it.
-unsafe impl Send for Scratch {}
-
 impl Scratch {
     /// A scratch space for a tree's first write: the one a dropped tree
     /// left on this thread if there is one (an address space is made and
@@ -329,10 +324,9 @@ impl<T: Send + Sync> MapleTree<T> {
     /// Runs an exclusive write with the tree's scratch space (no locking:
     /// `&mut self` already excludes every other access).
     fn exclusive<R>(&mut self, write: impl FnOnce(&Self, &mut Scratch) -> R) -> R {
-        let slot = self.lock.get_mut().unwrap_or_else(|e| e.into_inner());
-        let mut scratch = slot.take().unwrap_or_else(Scratch::new);
+        let mut scratch = self.scratch.get_mut().take().unwrap_or_else(Scratch::new);
         let result = write(self, &mut scratch);
-        *self.lock.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(scratch);
+        *self.scratch.get_mut() = Some(scratch);
         result
     }
 
@@ -717,8 +711,15 @@ impl Rebuild<'_, '_> {
             if old == gap {
                 break; // unchanged here, so unchanged above
             }
-            let before = level.node.max_child_gap();
             level.node.set_gap(level.slot, gap);
+            if e == 0 {
+                break; // the root: nothing records its gap
+            }
+            // The node's largest gap before this change is what its
+            // parent records for it (levels above the write are as the
+            // last write left them), so it need not be scanned for.
+            let parent = self.pl.levels[e - 1];
+            let before = parent.node.gap(parent.slot);
             // Only a shrinking gap that was the node's largest needs the
             // node scanned again.
             let after = if gap >= before {
@@ -1182,23 +1183,24 @@ impl<T: Send + Sync + 'static> MapleTree<T> {
     pub fn write(&self) -> WriteGuard<'_, T> {
         WriteGuard {
             tree: self,
-            lock: self.lock.lock().unwrap_or_else(|e| e.into_inner()),
-            unshared: false,
+            lock: Some(self.lock.lock().unwrap_or_else(|e| e.into_inner())),
         }
     }
 
-    /// Takes the writer lock for writes that no reader can observe, the
-    /// tree's non-RCU mode: writes through the guard change nodes in place
-    /// and free what they replace at once, as writes through `&mut self`
-    /// do, with no grace period.
+    /// A writer for writes that no other thread can observe, the tree's
+    /// non-RCU mode: writes through the guard change nodes in place and
+    /// free what they replace at once, as writes through `&mut self` do,
+    /// with no grace period, and the writer lock is not taken.
     ///
     /// This is for a tree behind an `Arc` that only one thread uses for
-    /// now (an address space with one user): it pays for the RCU protocol
-    /// only once a second thread may read, by switching to
+    /// now (an address space with one user): it pays for the RCU protocol,
+    /// and for the lock that serialises writers on several threads, only
+    /// once a second thread may read, by switching to
     /// [`write`](MapleTree::write) then.
     ///
     /// # Safety
-    /// Until the guard is dropped, no other thread reads the tree, and no
+    /// Until the guard is dropped, no other thread reads or writes the
+    /// tree and no other guard of the tree is used (on any thread), and no
     /// reference read from the tree before a write through the guard is
     /// used after that write (what it points to may be freed).
     ///
@@ -1216,8 +1218,7 @@ impl<T: Send + Sync + 'static> MapleTree<T> {
     pub unsafe fn write_unshared(&self) -> WriteGuard<'_, T> {
         WriteGuard {
             tree: self,
-            lock: self.lock.lock().unwrap_or_else(|e| e.into_inner()),
-            unshared: true,
+            lock: None,
         }
     }
 }
@@ -1226,16 +1227,20 @@ impl<T: Send + Sync + 'static> MapleTree<T> {
 /// [`MapleTree::write`]. Dropping it releases the writer lock.
 pub struct WriteGuard<'t, T> {
     tree: &'t MapleTree<T>,
-    lock: MutexGuard<'t, Option<Box<Scratch>>>,
-    /// Made by [`MapleTree::write_unshared`]: write as with `&mut`.
-    unshared: bool,
+    /// The writer lock, for a guard from [`MapleTree::write`]; `None` for
+    /// one from [`MapleTree::write_unshared`], which writes as with `&mut`.
+    lock: Option<MutexGuard<'t, ()>>,
 }
 
 impl<T: Send + Sync + 'static> WriteGuard<'_, T> {
     /// Runs a shared write with the scratch space the lock protects.
     fn shared<R>(&mut self, write: impl FnOnce(&MapleTree<T>, &mut Scratch, Access<'_>) -> R) -> R {
-        let scratch = self.lock.get_or_insert_with(Scratch::new);
-        if self.unshared {
+        // SAFETY: this guard is the tree's one writer: it holds the writer
+        // lock, or `write_unshared`'s contract rules out every other
+        // writer; and `&mut self` keeps this the only borrow through it.
+        let scratch = unsafe { &mut *self.tree.scratch.get() };
+        let scratch = scratch.get_or_insert_with(Scratch::new);
+        if self.lock.is_none() {
             // `write_unshared`'s contract: no reader can exist.
             return write(self.tree, scratch, Access::Exclusive);
         }

@@ -143,7 +143,10 @@ impl VmaIndex for MapleIndex {
             // SAFETY: `&mut self` means the caller holds `mmap_lock` for
             // write, and `writer_alone` says no other thread has been
             // admitted as a lockless reader (admission takes `mmap_lock`,
-            // so none can be admitted during this write); this thread is
+            // so none can be admitted during this write). No other thread
+            // writes either: the tree is written only here, under `&mut
+            // self`, until `lockless()` hands it out, which makes it shared
+            // for good (`writer_alone` is then false). This thread is
             // writing, not reading, and the index's own reads hand out
             // clones, never references into the tree.
             unsafe { self.tree.write_unshared() }
