@@ -678,6 +678,18 @@ impl Rebuild<'_, '_> {
         // Count before the slots change: `cover` reads them.
         let counts = self.cover::<T>(&m, p);
         let mid = m.items();
+        // Likewise the largest absent range among the covered slots and
+        // among their replacements, to update the leaf's recorded gap
+        // without scanning the leaf afterwards.
+        let removed = (l.slot..=r.slot)
+            .filter(|&s| l.node.slot(s).is_null())
+            .map(|s| {
+                let level = Level { slot: s, ..l };
+                gap_size(level.slot_start(), level.slot_end())
+            })
+            .max()
+            .unwrap_or(0);
+        let added = items_gap(true, mid, l.slot_start());
         match self.access {
             // SAFETY: `Access::Exclusive` is only used where no reader can
             // exist (`&mut self`, or `write_unshared`'s contract).
@@ -697,7 +709,20 @@ impl Rebuild<'_, '_> {
             Access::Shared(_) => unsafe { l.node.splice_leaf(l.slot, r.slot, mid) },
         }
         if depth > 1 {
-            self.fix_gaps(depth - 1, l.node.leaf_gap(l.min, l.max));
+            // The leaf's largest gap before the write is what its parent
+            // records. It is still the largest unless the write made a
+            // larger one or removed a range of that size; only the last
+            // case needs the leaf scanned.
+            let parent = self.pl.levels[depth - 2];
+            let recorded = parent.node.gap(parent.slot);
+            let gap = if added >= recorded {
+                added
+            } else if removed < recorded {
+                recorded
+            } else {
+                l.node.leaf_gap(l.min, l.max)
+            };
+            self.fix_gaps(depth - 1, gap);
         }
         Some(counts)
     }
