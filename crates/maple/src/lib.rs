@@ -13,8 +13,9 @@
 //!   grace-period [`Guard`] from [`pin`], no lock, and write no shared
 //!   memory. The references they return live as long as the guard.
 //! * **Writers** serialise. With `&mut MapleTree` (or
-//!   [`MapleTree::write_unshared`], for a tree no other thread reads yet)
-//!   they change nodes in place and free at once. Through
+//!   [`MapleTree::write_unshared`], for a tree no other thread uses yet)
+//!   they change nodes in place, splits and merges included, and free at
+//!   once. Through
 //!   [`MapleTree::write`] they may run beside readers: a change that stays
 //!   inside one leaf is made in place, under the leaf's sequence count (or,
 //!   for a slot keeping its range, by one release store), and readers that
