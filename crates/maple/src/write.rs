@@ -296,6 +296,21 @@ fn split_sizes(count: usize, cap: usize, rightmost: bool) -> ([usize; 4], usize)
     (sizes, k)
 }
 
+/// A node's largest gap after a change, from its largest before
+/// (`recorded`), the largest gap the change put in (`added`) and the
+/// largest it took out (`removed`). The recorded one still stands unless
+/// the change added a larger one or took it out; only then, when nothing
+/// added matches it, is the node scanned (`scan`).
+fn largest_gap_after(recorded: u64, added: u64, removed: u64, scan: impl FnOnce() -> u64) -> u64 {
+    if added >= recorded {
+        added
+    } else if removed < recorded {
+        recorded
+    } else {
+        scan()
+    }
+}
+
 /// Largest gap of a node about to be built from `items` over `[min, ..]`.
 fn items_gap(leaf: bool, items: &[Item], min: u64) -> u64 {
     if !leaf {
@@ -680,16 +695,18 @@ impl Rebuild<'_, '_> {
         let mid = m.items();
         // Likewise the largest absent range among the covered slots and
         // among their replacements, to update the leaf's recorded gap
-        // without scanning the leaf afterwards.
-        let removed = (l.slot..=r.slot)
-            .filter(|&s| l.node.slot(s).is_null())
-            .map(|s| {
-                let level = Level { slot: s, ..l };
-                gap_size(level.slot_start(), level.slot_end())
-            })
-            .max()
-            .unwrap_or(0);
-        let added = items_gap(true, mid, l.slot_start());
+        // without scanning the leaf afterwards (a root leaf has no record).
+        let gaps = (depth > 1).then(|| {
+            let removed = (l.slot..=r.slot)
+                .filter(|&s| l.node.slot(s).is_null())
+                .map(|s| {
+                    let level = Level { slot: s, ..l };
+                    gap_size(level.slot_start(), level.slot_end())
+                })
+                .max()
+                .unwrap_or(0);
+            (removed, items_gap(true, mid, l.slot_start()))
+        });
         match self.access {
             // SAFETY: `Access::Exclusive` is only used where no reader can
             // exist (`&mut self`, or `write_unshared`'s contract).
@@ -708,20 +725,12 @@ impl Rebuild<'_, '_> {
             // mutation check (see `tests/shuttle_model.rs`).
             Access::Shared(_) => unsafe { l.node.splice_leaf(l.slot, r.slot, mid) },
         }
-        if depth > 1 {
+        if let Some((removed, added)) = gaps {
             // The leaf's largest gap before the write is what its parent
-            // records. It is still the largest unless the write made a
-            // larger one or removed a range of that size; only the last
-            // case needs the leaf scanned.
+            // records.
             let parent = self.pl.levels[depth - 2];
             let recorded = parent.node.gap(parent.slot);
-            let gap = if added >= recorded {
-                added
-            } else if removed < recorded {
-                recorded
-            } else {
-                l.node.leaf_gap(l.min, l.max)
-            };
+            let gap = largest_gap_after(recorded, added, removed, || l.node.leaf_gap(l.min, l.max));
             self.fix_gaps(depth - 1, gap);
         }
         Some(counts)
@@ -745,15 +754,7 @@ impl Rebuild<'_, '_> {
             // last write left them), so it need not be scanned for.
             let parent = self.pl.levels[e - 1];
             let before = parent.node.gap(parent.slot);
-            // Only a shrinking gap that was the node's largest needs the
-            // node scanned again.
-            let after = if gap >= before {
-                gap
-            } else if old < before {
-                before
-            } else {
-                level.node.max_child_gap()
-            };
+            let after = largest_gap_after(before, gap, old, || level.node.max_child_gap());
             if before == after {
                 break;
             }
