@@ -90,8 +90,9 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// Apply `op`; `Err` carries the errno of a refused call.
-fn apply(mm: &Mm, op: &Op, heap: u64) -> Result<u64, Errno> {
+/// Apply `op`; `Err` carries the errno of a refused call. A fault is
+/// made inside `guard` ([`Mm::fault_in`]) when one is given.
+fn apply(mm: &Mm, op: &Op, heap: u64, guard: Option<&maple::Guard>) -> Result<u64, Errno> {
     match *op {
         Op::Mmap {
             page,
@@ -134,9 +135,12 @@ fn apply(mm: &Mm, op: &Op, heap: u64) -> Result<u64, Errno> {
         }
         Op::Fault { page, write } => {
             let access = if write { Access::Write } else { Access::Read };
-            mm.fault(addr(page), access)
-                .map(|_| 0)
-                .map_err(|e| e.errno())
+            match guard {
+                Some(g) => mm.fault_in(g, addr(page), access),
+                None => mm.fault(addr(page), access),
+            }
+            .map(|_| 0)
+            .map_err(|e| e.errno())
         }
     }
 }
@@ -199,7 +203,9 @@ proptest! {
     })]
 
     /// A refused call leaves the map exactly as it was, every step leaves
-    /// a valid map, and the maple and legacy indexes agree throughout.
+    /// a valid map, and the maple and legacy indexes agree throughout;
+    /// so does a maple address space whose faults are made inside one
+    /// grace period held across the whole sequence (`fault_in`).
     /// The one documented exception is Linux's own: `mprotect` changes
     /// VMAs in address order and stops at a hole or a refused VMA, so a
     /// failed `mprotect` may have changed VMAs inside its range, and only
@@ -208,18 +214,26 @@ proptest! {
     fn refused_calls_change_nothing(ops in proptest::collection::vec(op(), 1..60), max in 6usize..40) {
         let maple = Mm::new(config(IndexKind::Maple, max));
         let legacy = Mm::new(config(IndexKind::Legacy, max));
+        let guarded = Mm::new(config(IndexKind::Maple, max));
+        let mut guard = maple::pin();
         let heap = BASE + 2 * WINDOW_PAGES * PAGE + (1 << 30);
         maple.set_brk_base(heap);
         legacy.set_brk_base(heap);
+        guarded.set_brk_base(heap);
         for op in &ops {
             let before = shape(&maple);
             let brk_before = maple.brk_value();
-            let r = apply(&maple, op, heap);
-            let r2 = apply(&legacy, op, heap);
+            let r = apply(&maple, op, heap, None);
+            let r2 = apply(&legacy, op, heap, None);
+            let r3 = apply(&guarded, op, heap, Some(&guard));
+            guard.repin();
             prop_assert_eq!(r, r2, "indexes disagree on {:?}", op);
+            prop_assert_eq!(r, r3, "fault and fault_in disagree on {:?}", op);
             maple.validate().map_err(TestCaseError::fail)?;
             legacy.validate().map_err(TestCaseError::fail)?;
+            guarded.validate().map_err(TestCaseError::fail)?;
             prop_assert_eq!(shape(&maple), shape(&legacy), "maps differ after {:?}", op);
+            prop_assert_eq!(shape(&maple), shape(&guarded), "maps differ after {:?}", op);
             if r.is_err() {
                 prop_assert_eq!(maple.brk_value(), brk_before);
                 match op {

@@ -13,6 +13,11 @@
 //! thread joins after its own delay, in the middle of the churn, which is
 //! when the maple index must switch to RCU writes (`index/sharing.rs`).
 //!
+//! Even-numbered faulting threads fault inside one grace period they hold
+//! across their loop (`Mm::fault_in`, announcing a quiescent state every
+//! 64 faults), odd-numbered ones with `Mm::fault`; the first to join is a
+//! guarded one, so the switch to RCU writes happens under its admission.
+//!
 //! `MM_STRESS_SECS` (default 2) sets the duration; `MM_STRESS_THREADS`
 //! the number of faulting threads (default 2).
 
@@ -57,10 +62,25 @@ fn run(index: IndexKind) {
                 // Join the churn late, one thread after another.
                 std::thread::sleep(Duration::from_millis(20 + 40 * t));
                 let mut checked = 0u64;
+                let guarded = t % 2 == 0;
+                let mut guard = maple::pin();
+                let fault = |guard: &maple::Guard, addr, access| {
+                    if guarded {
+                        mm.fault_in(guard, addr, access)
+                    } else {
+                        mm.fault(addr, access)
+                    }
+                };
+                let mut round = 0u64;
                 while !stop.load(Ordering::Relaxed) {
+                    round += 1;
+                    if round % 64 == 0 {
+                        guard.repin();
+                        guard.flush();
+                    }
                     let p = rng.next() % PAGES;
                     let s1 = state[p as usize].load(Ordering::SeqCst);
-                    let r = mm.fault(BASE + p * PAGE + rng.next() % PAGE, Access::Write);
+                    let r = fault(&guard, BASE + p * PAGE + rng.next() % PAGE, Access::Write);
                     let s2 = state[p as usize].load(Ordering::SeqCst);
                     if s1 == s2 && s1 & CHANGING == 0 {
                         checked += 1;
@@ -68,9 +88,9 @@ fn run(index: IndexKind) {
                         assert_eq!(r.is_ok(), writable, "page {p}: state {s1:#x}, fault {r:?}");
                     }
                     let q = rng.next() % PAGES;
-                    assert!(mm.fault(stable + q * PAGE, Access::Write).is_ok());
+                    assert!(fault(&guard, stable + q * PAGE, Access::Write).is_ok());
                     assert_eq!(
-                        mm.fault(BASE + 4 * PAGES * PAGE, Access::Read),
+                        fault(&guard, BASE + 4 * PAGES * PAGE, Access::Read),
                         Err(FaultError::Segv)
                     );
                 }

@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::flags::{VmFlags, PAGE_SHIFT, PAGE_SIZE};
-use crate::index::Reader;
+use crate::index::{FaultHandle, Reader};
 use crate::vma::Vma;
 use crate::Errno;
 
@@ -97,6 +97,30 @@ fn check_eof(vma: &Vma, addr: u64) -> Verdict {
     Verdict::Ok
 }
 
+/// The lockless half of a fault: the lookup under `guard`, the VMA's read
+/// lock taken by try-lock, the access check. `None` sends the fault to
+/// the `mmap_lock` fallback (no VMA, the VMA being changed, or an anon_vma
+/// to prepare).
+#[inline]
+fn lockless_fault(
+    h: &FaultHandle,
+    guard: &maple::Guard,
+    addr: u64,
+    access: Access,
+) -> Option<Result<FaultPath, FaultError>> {
+    let vma = h.tree.load(addr, guard)?;
+    if !vma.lock().try_read() {
+        return None;
+    }
+    let verdict = check(vma, addr, access);
+    vma.lock().read_unlock();
+    match verdict {
+        Verdict::Ok => Some(Ok(FaultPath::VmaLock)),
+        Verdict::Fail(e) => Some(Err(e)),
+        Verdict::NeedsAnon => None,
+    }
+}
+
 impl Mm {
     /// Serve a page fault at `addr`: the VMA lookup, the per-VMA lock and
     /// the permission check (page tables and page contents are not
@@ -105,7 +129,8 @@ impl Mm {
     ///
     /// On a maple-tree index the fast path looks the VMA up with no lock
     /// (pinning a grace period unless this thread is the only one that
-    /// does so) and try-locks the VMA alone: it takes no `mmap_lock` and
+    /// does so; [`fault_in`](Mm::fault_in) reads inside one the caller
+    /// holds) and try-locks the VMA alone: it takes no `mmap_lock` and
     /// writes no shared cache line but the VMA's lock.
     /// When that fails it falls back to `mmap_lock`, as Linux does.
     ///
@@ -141,16 +166,8 @@ impl Mm {
                 pinned = maple::pin();
                 &pinned
             };
-            if let Some(vma) = h.tree.load(addr, guard) {
-                if vma.lock().try_read() {
-                    let verdict = check(vma, addr, access);
-                    vma.lock().read_unlock();
-                    match verdict {
-                        Verdict::Ok => return Ok(FaultPath::VmaLock),
-                        Verdict::Fail(e) => return Err(e),
-                        Verdict::NeedsAnon => {}
-                    }
-                }
+            if let Some(served) = lockless_fault(h, guard, addr, access) {
+                return served;
             }
             // The lockless read is over before the fallback takes
             // `mmap_lock`, which a writer waiting for it may hold.
@@ -159,6 +176,58 @@ impl Mm {
         self.fault_locked(addr, access)
     }
 
+    /// [`fault`](Mm::fault) inside a grace period the caller already
+    /// holds: the lockless lookup then costs no pin and no handshake, as
+    /// the kernel's `rcu_read_lock` costs nothing on a kernel that does
+    /// not preempt.
+    ///
+    /// This is quiescent-state-based reclamation: a thread that faults
+    /// often (a vCPU, a benchmark worker) holds one [`Guard`](maple::Guard)
+    /// across many faults and announces a quiescent state between them
+    /// with [`Guard::repin`](maple::Guard::repin), and now and then
+    /// [`Guard::flush`](maple::Guard::flush) so that what writers retired
+    /// is freed. Until it does, nothing retired after its last repin is
+    /// freed: the guard delays reclamation, never correctness, and no
+    /// call of this crate waits for a grace period, so holding it across
+    /// other calls (`mmap`, `munmap`, the `mmap_lock` fallback) cannot
+    /// deadlock. Only a guard from [`maple::pin`] protects the tree.
+    ///
+    /// ```
+    /// use mm::{Access, FaultPath, MapFlags, Mm, MmConfig, Prot};
+    /// let mm = Mm::new(MmConfig::default());
+    /// let shared = MapFlags::SHARED | MapFlags::ANONYMOUS;
+    /// let a = mm.mmap(0, 16 << 12, Prot::READ, shared, None, 0).unwrap();
+    /// let mut guard = maple::pin();
+    /// for page in 0..16 {
+    ///     assert_eq!(mm.fault_in(&guard, a + page * 4096, Access::Read), Ok(FaultPath::VmaLock));
+    ///     guard.repin(); // a quiescent state: nothing read above is in use
+    /// }
+    /// ```
+    pub fn fault_in(
+        &self,
+        guard: &maple::Guard,
+        addr: u64,
+        access: Access,
+    ) -> Result<FaultPath, FaultError> {
+        if let Some(h) = &self.lockless {
+            if !h.sharing.admitted() {
+                // As in `fault`: become a lockless reader under mmap_lock.
+                let _st = self.state.read();
+                h.sharing.admit();
+            }
+            // Admitted, this thread's reads are safe under any grace
+            // period: only this thread writes in place while it is the
+            // claimant (and it is reading now, not writing), and every
+            // other write is an RCU write, which retires through the
+            // epoch that `guard` holds back.
+            if let Some(served) = lockless_fault(h, guard, addr, access) {
+                return served;
+            }
+        }
+        self.fault_locked(addr, access)
+    }
+
+    #[inline]
     fn fault_locked(&self, addr: u64, access: Access) -> Result<FaultPath, FaultError> {
         {
             let st = self.state.read();

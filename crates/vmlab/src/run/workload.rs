@@ -271,7 +271,18 @@ impl<'a> Job<'a> {
 
     /// Does the next unit of work and returns how many operations it
     /// completed (0 when it only mapped `page_fault3`'s next region).
+    /// Pins a grace period for the step; a loop of steps uses
+    /// [`step_in`](Job::step_in) instead.
     pub fn step(&mut self) -> Result<u64, String> {
+        self.step_in(&maple::pin())
+    }
+
+    /// [`step`](Job::step) inside the caller's grace period: the step's
+    /// page faults read the VMA tree with neither pin nor handshake
+    /// ([`Mm::fault_in`]), as the kernel's faults take an RCU read lock
+    /// that costs nothing. The caller announces a quiescent state between
+    /// steps (the harness repins after every step and flushes every 128).
+    pub fn step_in(&mut self, guard: &maple::Guard) -> Result<u64, String> {
         let who = &self.who;
         match &mut self.target {
             Target::Exec { program, current } => {
@@ -282,10 +293,13 @@ impl<'a> Job<'a> {
                 Ok(1)
             }
             Target::Build(build) => {
-                build.compile().map_err(|e| format!("{who}: {e}"))?.exit();
+                build
+                    .compile(guard)
+                    .map_err(|e| format!("{who}: {e}"))?
+                    .exit();
                 Ok(1)
             }
-            Target::Space(space) => space.step(self.workload, who),
+            Target::Space(space) => space.step(self.workload, who, guard),
         }
     }
 
@@ -314,7 +328,7 @@ impl Build<'_> {
     /// compiler in the child and does the compiler's memory work. Returns
     /// the process, still holding the arenas and heap it did not free, for
     /// the caller to end. Errors name the call that failed.
-    fn compile(&self) -> Result<Process, String> {
+    fn compile(&self, guard: &maple::Guard) -> Result<Process, String> {
         let child = self.parent.fork();
         let process = self.program.exec_forked(child)?;
         // A failure below drops the process, which tears it down as the
@@ -331,7 +345,7 @@ impl Build<'_> {
                 0,
             )
             .map_err(|e| format!("mmap of the source failed: {e}"))?;
-        touch(mm, source, SOURCE_PAGES, Access::Read, "the source")?;
+        touch(mm, guard, source, SOURCE_PAGES, Access::Read, "the source")?;
         let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
         let mut arenas = Vec::with_capacity(ARENAS as usize);
         for _ in 0..ARENAS {
@@ -340,6 +354,7 @@ impl Build<'_> {
                 .map_err(|e| format!("mmap of a heap arena failed: {e}"))?;
             touch(
                 mm,
+                guard,
                 arena,
                 ARENA_PAGES_WRITTEN,
                 Access::Write,
@@ -353,7 +368,7 @@ impl Build<'_> {
         if grown != top {
             return Err(format!("brk grow to {top:#x} refused (break {grown:#x})"));
         }
-        touch(mm, old_top, BRK_PAGES, Access::Write, "the heap")?;
+        touch(mm, guard, old_top, BRK_PAGES, Access::Write, "the heap")?;
         // The collector frees every other arena; the rest stay mapped
         // until exit.
         for &arena in arenas.iter().step_by(2) {
@@ -371,7 +386,14 @@ impl Build<'_> {
                 0,
             )
             .map_err(|e| format!("mmap of the object file failed: {e}"))?;
-        touch(mm, output, OUTPUT_PAGES, Access::Write, "the object file")?;
+        touch(
+            mm,
+            guard,
+            output,
+            OUTPUT_PAGES,
+            Access::Write,
+            "the object file",
+        )?;
         mm.munmap(output, output_len)
             .map_err(|e| format!("munmap of the object file failed: {e}"))?;
         mm.munmap(source, source_len)
@@ -388,7 +410,14 @@ impl Build<'_> {
 }
 
 /// Faults `pages` consecutive pages from `addr` with `access`.
-fn touch(mm: &Mm, addr: u64, pages: u64, access: Access, what: &str) -> Result<(), String> {
+fn touch(
+    mm: &Mm,
+    guard: &maple::Guard,
+    addr: u64,
+    pages: u64,
+    access: Access,
+    what: &str,
+) -> Result<(), String> {
     let kind = match access {
         Access::Read => "read",
         Access::Write => "write",
@@ -396,14 +425,14 @@ fn touch(mm: &Mm, addr: u64, pages: u64, access: Access, what: &str) -> Result<(
     };
     for page in 0..pages {
         let at = addr + page * PAGE_SIZE;
-        mm.fault(at, access)
+        mm.fault_in(guard, at, access)
             .map_err(|e| format!("{kind} fault on {what} at {at:#x} failed: {e}"))?;
     }
     Ok(())
 }
 
 impl Space<'_> {
-    fn step(&mut self, workload: Workload, who: &str) -> Result<u64, String> {
+    fn step(&mut self, workload: Workload, who: &str, guard: &maple::Guard) -> Result<u64, String> {
         match workload {
             Workload::Brk1 | Workload::Aim7Brk => {
                 // Every worker of a threads-mode brk1 run moves the one
@@ -416,7 +445,7 @@ impl Space<'_> {
                     return Err(format!("{who}: brk grow refused (break {grown:#x})"));
                 }
                 if workload == Workload::Aim7Brk {
-                    self.fault(self.heap, who)?;
+                    self.fault(self.heap, who, guard)?;
                 }
                 let shrunk = self.mm.brk(self.heap);
                 if shrunk != self.heap {
@@ -433,7 +462,7 @@ impl Space<'_> {
             Workload::Malloc1 => {
                 let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
                 let a = self.map(Prot::READ | Prot::WRITE, anon, who)?;
-                self.fault(a, who)?;
+                self.fault(a, who, guard)?;
                 self.unmap(a, who)?;
                 Ok(1)
             }
@@ -449,7 +478,7 @@ impl Space<'_> {
                     self.next_page = 0;
                     return Ok(0);
                 };
-                self.fault(a + self.next_page * PAGE_SIZE, who)?;
+                self.fault(a + self.next_page * PAGE_SIZE, who, guard)?;
                 self.next_page += 1;
                 if self.next_page == MEMSIZE / PAGE_SIZE {
                     self.mapped = None;
@@ -475,9 +504,9 @@ impl Space<'_> {
             .map_err(|e| format!("{who}: munmap at {addr:#x} failed: {e}"))
     }
 
-    fn fault(&self, addr: u64, who: &str) -> Result<(), String> {
+    fn fault(&self, addr: u64, who: &str, guard: &maple::Guard) -> Result<(), String> {
         self.mm
-            .fault(addr, Access::Write)
+            .fault_in(guard, addr, Access::Write)
             .map(drop)
             .map_err(|e| format!("{who}: write fault at {addr:#x} failed: {e}"))
     }
@@ -606,7 +635,7 @@ mod tests {
             let Target::Build(b) = &job.target else {
                 panic!("not a build job");
             };
-            let p = b.compile().unwrap();
+            let p = b.compile(&maple::pin()).unwrap();
             let mm = p.mm();
             mm.validate().unwrap();
             for f in &parent_files {
