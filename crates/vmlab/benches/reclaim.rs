@@ -1,11 +1,12 @@
 //! Memory reclamation schemes on the two paths that need one: a lockless
 //! reader protecting what it reads (the fault path's `pin`), and a writer
 //! replacing an object and retiring the old one (an RCU write's deferred
-//! free). crossbeam-epoch (what `maple` uses) against `seize` and hazard
+//! free). crossbeam-epoch (what `maple` uses), pinned per read and held
+//! across reads as the lab's workers hold it, against `seize` and hazard
 //! pointers (`haphazard`), all in the same run; a plain load with no
 //! protection is the floor.
 //!
-//! Run with `cargo bench -p vmbench --bench reclaim`. Each figure is the
+//! Run with `cargo bench -p vmlab --bench reclaim`. Each figure is the
 //! median of 7 timed batches of about 0.2 s; the reader is measured alone
 //! and beside a writer that replaces the object continuously on another
 //! thread (2 threads, so on a 2-core machine each has a core).
@@ -46,12 +47,45 @@ impl Scheme for Crossbeam {
         unsafe { *p.deref() }
     }
     fn write(&self, v: u64) {
-        let g = crossbeam_epoch::pin();
-        let old = self
-            .0
-            .swap(crossbeam_epoch::Owned::new(v), Ordering::AcqRel, &g);
-        // SAFETY: `old` is unlinked; readers that hold it are pinned.
-        unsafe { g.defer_destroy(old) };
+        crossbeam_write(&self.0, v);
+    }
+}
+
+/// A crossbeam writer: swap, then defer the free of the old value.
+fn crossbeam_write(a: &crossbeam_epoch::Atomic<u64>, v: u64) {
+    let g = crossbeam_epoch::pin();
+    let old = a.swap(crossbeam_epoch::Owned::new(v), Ordering::AcqRel, &g);
+    // SAFETY: `old` is unlinked; readers that hold it are pinned.
+    unsafe { g.defer_destroy(old) };
+}
+
+/// crossbeam-epoch read as `vmbench`'s workers fault (`Mm::fault_in`):
+/// inside one guard held across reads, announcing a quiescent state
+/// (repin, then collect) every [`QUIESCE_EVERY`] reads.
+struct CrossbeamQsbr(crossbeam_epoch::Atomic<u64>);
+
+/// As the lab's harness quiesces (`vmlab::run::harness`).
+const QUIESCE_EVERY: u32 = 1024;
+
+impl Scheme for CrossbeamQsbr {
+    const NAME: &'static str = "crossbeam-epoch, guard held (QSBR)";
+    type Reader = (crossbeam_epoch::Guard, u32);
+    fn reader(&self) -> Self::Reader {
+        (crossbeam_epoch::pin(), 0)
+    }
+    fn read(&self, (guard, reads): &mut Self::Reader) -> u64 {
+        *reads = reads.wrapping_add(1);
+        if *reads % QUIESCE_EVERY == 0 {
+            guard.repin();
+            guard.flush();
+        }
+        let p = self.0.load(Ordering::Acquire, guard);
+        // SAFETY: never null, and freed only through `defer_destroy`,
+        // which waits for this guard's next repin.
+        unsafe { *p.deref() }
+    }
+    fn write(&self, v: u64) {
+        crossbeam_write(&self.0, v);
     }
 }
 
@@ -172,6 +206,7 @@ fn main() {
         return;
     }
     let cb = Crossbeam(crossbeam_epoch::Atomic::new(0));
+    let qsbr = CrossbeamQsbr(crossbeam_epoch::Atomic::new(0));
     let sz = Seize {
         collector: seize::Collector::new(),
         ptr: AtomicPtr::new(Box::into_raw(Box::new(0))),
@@ -181,6 +216,11 @@ fn main() {
     let (f, _) = measure(&floor, false);
     let rows: Vec<(&str, Figure, Figure)> = vec![
         (Crossbeam::NAME, measure(&cb, false), measure(&cb, true)),
+        (
+            CrossbeamQsbr::NAME,
+            measure(&qsbr, false),
+            measure(&qsbr, true),
+        ),
         (Seize::NAME, measure(&sz, false), measure(&sz, true)),
         (Hazard::NAME, measure(&hz, false), measure(&hz, true)),
     ];
