@@ -4,12 +4,13 @@
 //! - `std`: the standard library's `RwLock`, the baseline;
 //! - `rwsem`: a kernel-style reader-writer semaphore (`lock/rwsem.rs` has the
 //!   protocol): one atomic word, a one-CAS fast path, bounded optimistic
-//!   spinning, then a FIFO sleeping queue with direct hand-off, readers
-//!   woken in batches, and writer hand-off so a stream of readers cannot
-//!   starve a writer;
+//!   spinning, then a FIFO sleeping queue; a release grants the lock to
+//!   the readers at the front in a batch, or wakes the writer there to
+//!   compete for it, and a writer that has waited 4 ms is handed it, so
+//!   neither readers nor writers starve it;
 //! - `numa`: the same semaphore whose waiters queue per NUMA node once the
-//!   lock is contended, and which passes the lock to a waiter on the
-//!   releasing holder's node first, at most
+//!   lock is contended, and which hands the lock (writers included) to a
+//!   waiter on the releasing holder's node first, at most
 //!   [`MAX_LOCAL_HANDOFFS`] times in a row ([`numa`] has the policy).
 //!
 //! Every kind counts its acquisitions, waits and failed try-locks in

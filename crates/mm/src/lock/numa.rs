@@ -170,11 +170,42 @@ impl WaitQueue {
         }
     }
 
-    /// Whether a writer waits at the front of a queue: then new readers
-    /// must not slip past it (the semaphore's hand-off bit).
+    /// The first waiter of `choice` (made by `choose` on this very queue
+    /// state), left in the queue.
+    pub(crate) fn front(&self, choice: Choice) -> Option<&Arc<Slot>> {
+        self.queues.get(choice.queue)?.front().map(|w| &w.slot)
+    }
+
+    /// Removes the waiter holding `slot` (a woken writer that took the
+    /// lock itself), wherever it is.
+    pub(crate) fn remove(&mut self, slot: &Arc<Slot>) {
+        for q in &mut self.queues {
+            if let Some(i) = q.iter().position(|w| Arc::ptr_eq(&w.slot, slot)) {
+                q.remove(i);
+                self.len -= 1;
+                if self.len == 0 {
+                    self.busy = 0;
+                    self.streak = 0;
+                }
+                return;
+            }
+        }
+    }
+
+    /// Whether a writer waits at the front of a queue (the `numa` kind
+    /// then hands it the lock, and new readers must not slip past it).
     pub(crate) fn writer_waiting(&self) -> bool {
         self.queues
             .iter()
             .any(|q| q.front().is_some_and(|w| w.want == Want::Write))
+    }
+
+    /// Whether a queued writer has waited past the timeout: then nobody
+    /// may slip past it (the semaphore's hand-off bit).
+    pub(crate) fn handoff_waiting(&self) -> bool {
+        self.queues
+            .iter()
+            .flatten()
+            .any(|w| w.want == Want::Write && w.slot.wants_handoff())
     }
 }

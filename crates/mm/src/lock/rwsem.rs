@@ -7,37 +7,46 @@
 //! |-------|-----------------------------------------------------------|
 //! | 0     | `WRITER`: held exclusive                                  |
 //! | 1     | `WAITERS`: the wait queue is not empty                    |
-//! | 2     | `HANDOFF`: a writer waits at a queue front; no stealing   |
+//! | 2     | `HANDOFF`: a writer has waited too long; no stealing      |
 //! | 3..32 | reader count                                              |
 //!
-//! Protocol:
+//! Protocol (the kernel's `kernel/locking/rwsem.c`, without its owner
+//! tracking):
 //!
 //! - Fast paths, one CAS: a reader adds one reader when neither `WRITER`
 //!   nor `WAITERS` nor `HANDOFF` is set (retrying only if another reader
 //!   moved the count); a writer swaps 0 for `WRITER`.
 //! - Slow path, step 1, optimistic spinning: while the lock is held and no
-//!   writer waits for a hand-off, spin a bounded number of rounds and take
-//!   the lock the moment it is compatible (stealing past queued waiters is
-//!   allowed then; that keeps the lock busy instead of idle while a woken
-//!   thread is scheduled). A userspace lock cannot see whether its holder
-//!   is on a CPU, so "the owner runs" is approximated by "the lock is held
-//!   and the spin budget is not spent".
-//! - Step 2, sleep: enqueue under the queue mutex, set `WAITERS` (and
-//!   `HANDOFF` if a writer is at a front), then try to grant the lock
-//!   right away (it may have been released before `WAITERS` was visible:
-//!   the release saw no waiters and will not wake anyone), and park until
-//!   granted.
+//!   writer has asked for a hand-off, spin a bounded number of rounds and
+//!   take the lock the moment it is compatible. Stealing past queued
+//!   waiters is allowed then, as in the kernel, with one exception that
+//!   keeps a reader stream from starving a queued writer: a reader does
+//!   not join other readers while anyone is queued. A userspace lock
+//!   cannot see whether its holder is on a CPU, so "the owner runs" is
+//!   approximated by "the lock is held and the spin budget is not spent".
+//! - Step 2, sleep: enqueue under the queue mutex, set `WAITERS`, then try
+//!   to grant the lock right away (it may have been released before
+//!   `WAITERS` was visible: the release saw no waiters and will not wake
+//!   anyone), and park.
 //! - Release: a writer clears `WRITER`, the last reader drops the count to
-//!   0; if `WAITERS` was set, the releasing thread grants the lock to the
-//!   waiter(s) the [`WaitQueue`] policy picks, by adding them to the state
-//!   word itself (direct hand-off: the woken thread owns the lock before
-//!   it runs, so nobody can overtake it) and then unparking them.
-//!
-//! Writer hand-off: readers take the fast path only with `WAITERS` clear
-//! and may spin-steal only with `HANDOFF` clear; so once a writer queues,
-//! newly arriving readers queue behind it, the readers inside drain, and
-//! the last one hands the lock to the writer. A continuous reader stream
-//! therefore cannot starve writers.
+//!   0; if `WAITERS` was set, the releasing thread serves the waiter(s)
+//!   the [`WaitQueue`] policy picks. Readers are granted the lock: the
+//!   releaser adds them to the state word itself, so they own it before
+//!   they run. A writer is only woken: it takes the queue mutex and tries
+//!   the lock as a running thread would, and if someone running took it
+//!   first it sleeps again, still at its place in the queue. Waking
+//!   instead of granting keeps the lock busy while the writer is being
+//!   scheduled; granting it to a sleeping writer leaves the lock idle for
+//!   a whole wake-up at every release, which for short critical sections
+//!   makes two threads run at a fraction of one's speed.
+//!   The `numa` kind grants writers too, and sets `HANDOFF` as soon as
+//!   a writer waits at a queue's front: its point is that the releaser
+//!   picks the next holder (by node), which only a grant enforces.
+//! - Hand-off: a woken writer that still fails after waiting
+//!   [`WAIT_TIMEOUT`] (the kernel's `RWSEM_WAIT_TIMEOUT`) sets `HANDOFF`:
+//!   from then on nobody steals, readers queue behind it, and the next
+//!   release grants the lock to the writer the policy picks. Writers
+//!   therefore wait a bounded time however busy the lock is.
 //!
 //! Ordering: every acquisition ends with an `Acquire` read-modify-write of
 //! `state` (fast path, steal, or the granter's CAS followed by the slot's
@@ -46,7 +55,7 @@
 //! holder's release.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::numa::{WaitQueue, Want};
 use crate::lockstat::{self, LockClass};
@@ -69,10 +78,46 @@ const SPIN_ROUNDS: u32 = 256;
 #[cfg(any(vmscale_shuttle, miri))]
 const SPIN_ROUNDS: u32 = 2;
 
-/// Where a sleeping waiter learns it has been granted the lock.
+/// How long a queued writer lets running threads take the lock before it
+/// asks for a hand-off (the kernel's `RWSEM_WAIT_TIMEOUT`: 4 ms at
+/// `HZ=1000`).
+pub(crate) const WAIT_TIMEOUT: Duration = Duration::from_millis(4);
+
+/// Whether a writer queued at `since`, failing its `retries`-th woken
+/// attempt now, has waited long enough to ask for a hand-off. Under the
+/// model checker and Miri time means nothing: the second failure counts
+/// as the timeout, so both the woken and the hand-off paths are explored.
+fn timed_out(since: Instant, retries: u32) -> bool {
+    if cfg!(any(vmscale_shuttle, miri)) {
+        retries >= 2
+    } else {
+        since.elapsed() >= WAIT_TIMEOUT
+    }
+}
+
+/// A slot's [`Slot::state`] values.
+const WAITING: u32 = 0;
+/// A writer woken to try the lock itself.
+const WOKEN: u32 = 1;
+/// The lock was granted: the waiter holds it.
+const GRANTED: u32 = 2;
+
+/// Where a sleeping waiter learns what a release did for it.
 pub(crate) struct Slot {
-    granted: AtomicBool,
+    /// `WAITING`, `WOKEN` or `GRANTED`; changed only under the queue
+    /// mutex, and `GRANTED` is final.
+    state: AtomicU32,
+    /// A writer that has waited past [`WAIT_TIMEOUT`]: the lock is handed
+    /// to it (read and written under the queue mutex).
+    handoff: AtomicBool,
     thread: Thread,
+}
+
+impl Slot {
+    /// Whether this waiter asks for the lock to be handed to it.
+    pub(crate) fn wants_handoff(&self) -> bool {
+        self.handoff.load(Ordering::Relaxed)
+    }
 }
 
 /// The semaphore without its value; see the module docs for the protocol.
@@ -162,7 +207,16 @@ impl RawRwSem {
     /// waits for a hand-off; `Err` carries the fresh state on failure.
     fn steal(&self, want: Want, s: u32) -> Result<(), u32> {
         let next = match want {
-            Want::Read if s & (WRITER | HANDOFF) == 0 && readers(s) < MAX_READERS => s + READER,
+            // Not beside other readers while anyone is queued: a reader
+            // stream would otherwise keep a queued writer out until its
+            // timeout (the kernel's reader stealing has the same rule).
+            Want::Read
+                if s & (WRITER | HANDOFF) == 0
+                    && (s & WAITERS == 0 || readers(s) == 0)
+                    && readers(s) < MAX_READERS =>
+            {
+                s + READER
+            }
             Want::Write if s & (WRITER | READERS | HANDOFF) == 0 => s | WRITER,
             _ => return Err(s),
         };
@@ -179,8 +233,8 @@ impl RawRwSem {
                 Ok(()) => return true,
                 Err(now) => s = now,
             }
-            // A queued writer is owed the lock: spinning could only
-            // succeed by overtaking it, which HANDOFF forbids.
+            // A writer that waited too long is owed the lock: spinning
+            // could only succeed by overtaking it, which HANDOFF forbids.
             if s & HANDOFF != 0 {
                 return false;
             }
@@ -190,10 +244,12 @@ impl RawRwSem {
         false
     }
 
-    /// Queue up and sleep until granted the lock.
+    /// Queue up and sleep until the lock is ours: granted by a releaser,
+    /// or (a writer) taken after a release woke us.
     fn sleep(&self, want: Want) {
         let slot = Arc::new(Slot {
-            granted: AtomicBool::new(false),
+            state: AtomicU32::new(WAITING),
+            handoff: AtomicBool::new(false),
             thread: current(),
         });
         let node = if self.numa {
@@ -201,21 +257,62 @@ impl RawRwSem {
         } else {
             0
         };
+        let since = Instant::now();
         let mut woken = Vec::new();
         {
             let mut q = self.queue();
             q.push(want, node, Arc::clone(&slot));
-            let bits = WAITERS | if q.writer_waiting() { HANDOFF } else { 0 };
-            self.state.fetch_or(bits, Ordering::Relaxed);
+            let owed = self.numa && q.writer_waiting();
+            self.state
+                .fetch_or(WAITERS | if owed { HANDOFF } else { 0 }, Ordering::Relaxed);
             // The lock may have been released before WAITERS was set,
-            // by a holder that therefore woke nobody: grant it now. The
+            // by a holder that therefore woke nobody: serve it now. The
             // fetch_or above and that release are ordered on `state`, so
             // either this sees the release or the release sees WAITERS.
             self.grant(&mut q, &mut woken);
         }
         wake(woken);
-        while !slot.granted.load(Ordering::Acquire) {
-            park();
+        let mut retries = 0;
+        loop {
+            match slot.state.load(Ordering::Acquire) {
+                GRANTED => return,
+                WAITING => {
+                    park();
+                    continue;
+                }
+                _ => {}
+            }
+            // Woken (only writers are): try the lock as a running thread
+            // would, under the queue mutex as the kernel's woken writer
+            // does, so no grant or wake-up for this slot runs meanwhile.
+            let mut woken = Vec::new();
+            {
+                let mut q = self.queue();
+                let s = self.state.load(Ordering::Relaxed);
+                if self.steal(Want::Write, s).is_ok() {
+                    q.remove(&slot);
+                    self.sync_flags(&q);
+                    return;
+                }
+                if slot
+                    .state
+                    .compare_exchange(WOKEN, WAITING, Ordering::Relaxed, Ordering::Acquire)
+                    .is_err()
+                {
+                    // Granted after all (with HANDOFF set, by a release
+                    // that got the mutex first).
+                    return;
+                }
+                retries += 1;
+                if timed_out(since, retries) {
+                    slot.handoff.store(true, Ordering::Relaxed);
+                    self.sync_flags(&q);
+                }
+                // As on the first sleep: the holder that beat us may have
+                // left already, having found nobody to wake.
+                self.grant(&mut q, &mut woken);
+            }
+            wake(woken);
         }
     }
 
@@ -247,10 +344,11 @@ impl RawRwSem {
         wake(woken);
     }
 
-    /// Under the queue mutex: if the lock is compatible with the waiter(s)
-    /// the policy picks, make them its holders and collect their slots.
-    /// Keeps the invariant that `WAITERS`/`HANDOFF` describe the queue
-    /// whenever the mutex is free.
+    /// Under the queue mutex: serve the waiter(s) the policy picks if the
+    /// lock is compatible with them: grant it to readers, or to a writer
+    /// owed a hand-off; wake any other writer to try it. Collects the
+    /// slots to unpark. Keeps the invariant that `WAITERS`/`HANDOFF`
+    /// describe the queue whenever the mutex is free.
     fn grant(&self, q: &mut WaitQueue, woken: &mut Vec<Arc<Slot>>) {
         let node = if self.numa {
             topology::current_node()
@@ -261,6 +359,21 @@ impl RawRwSem {
             return;
         };
         let mut s = self.state.load(Ordering::Relaxed);
+        // (The mutation check of `.ci/run` builds this without the
+        // hand-off grant; the lock's shuttle model must then deadlock.)
+        let owed = q.handoff_waiting() && !cfg!(vmscale_mutant = "no_handoff");
+        if choice.want == Want::Write && !self.numa && !owed {
+            if let Some(slot) = q.front(choice).filter(|_| s & (WRITER | READERS) == 0) {
+                if slot
+                    .state
+                    .compare_exchange(WAITING, WOKEN, Ordering::Release, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    woken.push(Arc::clone(slot));
+                }
+            }
+            return;
+        }
         loop {
             let next = match choice.want {
                 Want::Write if s & (WRITER | READERS) == 0 => Some(s | WRITER),
@@ -275,7 +388,7 @@ impl RawRwSem {
                 return;
             };
             // AcqRel: acquire the previous holder's release on behalf of
-            // the grantees (passed on through their slot flags).
+            // the grantees (passed on through their slot states).
             match self
                 .state
                 .compare_exchange_weak(s, next, Ordering::AcqRel, Ordering::Relaxed)
@@ -284,9 +397,20 @@ impl RawRwSem {
                 Err(now) => s = now,
             }
         }
+        let first = woken.len();
         q.take(choice, node, woken);
-        let want =
-            if q.len() == 0 { 0 } else { WAITERS } | if q.writer_waiting() { HANDOFF } else { 0 };
+        for slot in &woken[first..] {
+            slot.state.store(GRANTED, Ordering::Release);
+        }
+        self.sync_flags(q);
+    }
+
+    /// Under the queue mutex: make `WAITERS` and `HANDOFF` say whether
+    /// anyone is queued and whether a queued writer is owed the lock (for
+    /// the `numa` kind, any writer at a queue's front is).
+    fn sync_flags(&self, q: &WaitQueue) {
+        let owed = q.handoff_waiting() || (self.numa && q.writer_waiting());
+        let want = if q.len() == 0 { 0 } else { WAITERS } | if owed { HANDOFF } else { 0 };
         let clear = (WAITERS | HANDOFF) & !want;
         if clear != 0 {
             self.state.fetch_and(!clear, Ordering::Relaxed);
@@ -309,10 +433,9 @@ impl RawRwSem {
     }
 }
 
-/// Tell granted waiters they own the lock.
+/// Unpark the waiters whose slots a grant or wake-up changed.
 fn wake(woken: Vec<Arc<Slot>>) {
     for slot in woken {
-        slot.granted.store(true, Ordering::Release);
         slot.thread.unpark();
     }
 }

@@ -50,8 +50,11 @@ fn exclusion(kind: LockKind, writers: usize, readers: usize) {
     assert_eq!(*sem.read(), 2 * writers);
 }
 
-/// A writer that has queued behind a reader blocks later readers (the
-/// hand-off bit) and is handed the lock when the reader leaves.
+/// A writer that has queued behind a reader keeps later readers out while
+/// the lock is read-held: they queue behind it, and it gets the lock
+/// before them when the reader leaves. (A reader that arrives once the lock
+/// is free may take it before the woken writer runs, as in the kernel; so
+/// the late reader here is checked only once it has queued.)
 fn writer_handoff(kind: LockKind) {
     let sem = Arc::new(RwSem::new(kind, LockClass::IMmap, 0usize));
     let r = sem.read();
@@ -71,6 +74,9 @@ fn writer_handoff(kind: LockKind) {
         // Queues behind the writer, so it must see the write.
         thread::spawn(move || assert_eq!(*sem.read(), 1))
     };
+    while sem.queued_waiters() < 2 {
+        thread::yield_now();
+    }
     drop(r);
     writer.join().unwrap();
     late_reader.join().unwrap();
