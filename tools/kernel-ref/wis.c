@@ -37,6 +37,11 @@ static void loop(int id) {
 }
 static void *thr(void *a) { loop((int)(long)a); return 0; }
 int main(int argc, char **argv) {
+    if (argc < 3 || atoi(argv[2]) < 1 || atoi(argv[2]) > 64 ||
+        (strcmp(argv[1], "brk1") && strcmp(argv[1], "mmap1") && strcmp(argv[1], "malloc1"))) {
+        fprintf(stderr, "usage: %s brk1|mmap1|malloc1 N(1-64) [threads|processes]\n", argv[0]);
+        return 2;
+    }
     test = argv[1]; int n = atoi(argv[2]); int procs = argc > 3 && !strcmp(argv[3], "processes");
     counts = mmap(0, 4096, PROT_READ|PROT_WRITE, MAP_SHARED|MAP_ANONYMOUS, -1, 0);
     pid_t kids[64]; pthread_t t;
