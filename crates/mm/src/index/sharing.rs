@@ -257,8 +257,9 @@ mod tests {
 /// period when [`Sharing::begin_read`] allows), in every interleaving.
 /// Half the reads hold a grace period of their own, as `Mm::fault_in`'s
 /// do, and skip the handshake. Checked: no in-place write ever overlaps
-/// another thread's lockless read, and no write at all (an RCU write retires what it replaces)
-/// overlaps another thread's read made with no grace period. Run with
+/// another thread's lockless read, and no write at all (an RCU write
+/// retires what it replaces) overlaps another thread's read made with no
+/// grace period. Run with
 /// `RUSTFLAGS="--cfg vmscale_shuttle" cargo test -p mm --lib shuttle`.
 #[cfg(all(test, vmscale_shuttle))]
 mod shuttle_model {

@@ -629,9 +629,10 @@ fn run_phase(ctl: &Control, job: &mut Job<'_>) -> Result<u64, String> {
 
 /// Steps between a worker's quiescent states. Each one writes state that
 /// the collector shares between all threads (the global epoch, the
-/// garbage queue), so announcing one after every step costs two workers
-/// that share nothing else a quarter of their page faults (measured, see
-/// docs/RESULTS.md); 64 steps of the fastest workload are about 1.5 µs.
+/// garbage queue), so announcing one after every step, or every 64, cost
+/// two workers that share nothing else a fifth of their page faults
+/// (docs/RESULTS.md, "Fourth round"); 1024 steps of the fastest workload
+/// are about 30 µs, and retired memory waits at most that long.
 const QUIESCE_EVERY: u32 = 1024;
 
 #[cfg(test)]

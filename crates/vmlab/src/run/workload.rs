@@ -281,7 +281,7 @@ impl<'a> Job<'a> {
     /// page faults read the VMA tree with neither pin nor handshake
     /// ([`Mm::fault_in`]), as the kernel's faults take an RCU read lock
     /// that costs nothing. The caller announces a quiescent state between
-    /// steps (the harness repins after every step and flushes every 128).
+    /// steps (the harness repins and collects every 1024 steps).
     pub fn step_in(&mut self, guard: &maple::Guard) -> Result<u64, String> {
         let who = &self.who;
         match &mut self.target {
