@@ -164,6 +164,11 @@ impl WaitQueue {
         } else {
             0
         };
+        self.end_busy_period_if_empty();
+    }
+
+    /// A drained queue ends its busy period (see the module docs).
+    fn end_busy_period_if_empty(&mut self) {
         if self.len == 0 {
             self.busy = 0;
             self.streak = 0;
@@ -183,10 +188,7 @@ impl WaitQueue {
             if let Some(i) = q.iter().position(|w| Arc::ptr_eq(&w.slot, slot)) {
                 q.remove(i);
                 self.len -= 1;
-                if self.len == 0 {
-                    self.busy = 0;
-                    self.streak = 0;
-                }
+                self.end_busy_period_if_empty();
                 return;
             }
         }

@@ -50,7 +50,7 @@
 //!
 //! Ordering: every acquisition ends with an `Acquire` read-modify-write of
 //! `state` (fast path, steal, or the granter's CAS followed by the slot's
-//! `Release`/`Acquire` flag), every release is a `Release`
+//! `Release`/`Acquire` state), every release is a `Release`
 //! read-modify-write of `state`, so each holder happens-after the previous
 //! holder's release.
 
