@@ -23,7 +23,7 @@
 use crate::node::value;
 use crate::path::Path;
 use crate::sync::Guard;
-use crate::MapleTree;
+use crate::{Boxed, MapleTree, Ownership};
 use std::ops::{Bound, RangeBounds};
 
 /// A position in a tree for sequential work: step to the next or previous
@@ -40,8 +40,8 @@ use std::ops::{Bound, RangeBounds};
 /// assert_eq!(c.next(), Some((30, 35, &3)));
 /// assert_eq!(c.prev(), Some((20, 25, &2)));
 /// ```
-pub struct Cursor<'g, T> {
-    tree: &'g MapleTree<T>,
+pub struct Cursor<'g, T, O: Ownership<T> = Boxed> {
+    tree: &'g MapleTree<T, O>,
     path: Option<Path>,
     /// Where `next` searches from (`None`: past the end).
     next_from: Option<u64>,
@@ -49,8 +49,8 @@ pub struct Cursor<'g, T> {
     prev_below: u64,
 }
 
-impl<'g, T: Send + Sync> Cursor<'g, T> {
-    pub(crate) fn new(tree: &'g MapleTree<T>, index: u64) -> Self {
+impl<'g, T: Send + Sync, O: Ownership<T>> Cursor<'g, T, O> {
+    pub(crate) fn new(tree: &'g MapleTree<T, O>, index: u64) -> Self {
         let mut c = Cursor {
             tree,
             path: None,
@@ -69,25 +69,25 @@ impl<'g, T: Send + Sync> Cursor<'g, T> {
         self.prev_below = index;
     }
 
-    fn land(&mut self, found: Option<(u64, u64, *mut u8)>) -> Option<(u64, u64, &'g T)> {
+    fn land(&mut self, found: Option<(u64, u64, *mut u8)>) -> Option<(u64, u64, O::Ref<'g>)> {
         let (first, last, p) = found?;
         self.next_from = last.checked_add(1);
         self.prev_below = first;
         // SAFETY: `p` is a value of `tree`, read under the guard the cursor
         // borrows for 'g (see `MapleTree::load`).
-        Some((first, last, unsafe { value::get::<T>(p) }))
+        Some((first, last, unsafe { value::get::<T, O>(p) }))
     }
 
     /// Moves to the entry after the current one and returns it.
     #[allow(clippy::should_implement_trait)]
-    pub fn next(&mut self) -> Option<(u64, u64, &'g T)> {
+    pub fn next(&mut self) -> Option<(u64, u64, O::Ref<'g>)> {
         let from = self.next_from?;
         let found = self.tree.seek_fwd(&mut self.path, from, u64::MAX);
         self.land(found)
     }
 
     /// Moves to the entry before the current one and returns it.
-    pub fn prev(&mut self) -> Option<(u64, u64, &'g T)> {
+    pub fn prev(&mut self) -> Option<(u64, u64, O::Ref<'g>)> {
         let mut from = self.prev_below.checked_sub(1)?;
         loop {
             let found = self.tree.seek_rev(&mut self.path, from, 0);
@@ -116,16 +116,16 @@ impl<'g, T: Send + Sync> Cursor<'g, T> {
 /// let last = tree.iter(&g).next_back();
 /// assert_eq!(last, Some((30, 35, &3)));
 /// ```
-pub struct Iter<'g, T> {
-    tree: &'g MapleTree<T>,
+pub struct Iter<'g, T, O: Ownership<T> = Boxed> {
+    tree: &'g MapleTree<T, O>,
     front: Option<Path>,
     back: Option<Path>,
     /// Remaining bounds; `None` once exhausted.
     bounds: Option<(u64, u64)>,
 }
 
-impl<'g, T: Send + Sync> Iter<'g, T> {
-    pub(crate) fn new<R: RangeBounds<u64>>(tree: &'g MapleTree<T>, range: R) -> Self {
+impl<'g, T: Send + Sync, O: Ownership<T>> Iter<'g, T, O> {
+    pub(crate) fn new<R: RangeBounds<u64>>(tree: &'g MapleTree<T, O>, range: R) -> Self {
         let lo = match range.start_bound() {
             Bound::Included(&a) => Some(a),
             Bound::Excluded(&a) => a.checked_add(1),
@@ -152,7 +152,7 @@ impl<'g, T: Send + Sync> Iter<'g, T> {
         &mut self,
         found: Option<(u64, u64, *mut u8)>,
         front: bool,
-    ) -> Option<(u64, u64, &'g T)> {
+    ) -> Option<(u64, u64, O::Ref<'g>)> {
         let Some((first, last, p)) = found else {
             self.bounds = None;
             return None;
@@ -164,12 +164,12 @@ impl<'g, T: Send + Sync> Iter<'g, T> {
             first.checked_sub(1).filter(|&n| n >= lo).map(|n| (lo, n))
         };
         // SAFETY: as in `Cursor::land`.
-        Some((first, last, unsafe { value::get::<T>(p) }))
+        Some((first, last, unsafe { value::get::<T, O>(p) }))
     }
 }
 
-impl<'g, T: Send + Sync> Iterator for Iter<'g, T> {
-    type Item = (u64, u64, &'g T);
+impl<'g, T: Send + Sync, O: Ownership<T>> Iterator for Iter<'g, T, O> {
+    type Item = (u64, u64, O::Ref<'g>);
 
     fn next(&mut self) -> Option<Self::Item> {
         let (lo, hi) = self.bounds?;
@@ -178,7 +178,7 @@ impl<'g, T: Send + Sync> Iterator for Iter<'g, T> {
     }
 }
 
-impl<'g, T: Send + Sync> DoubleEndedIterator for Iter<'g, T> {
+impl<'g, T: Send + Sync, O: Ownership<T>> DoubleEndedIterator for Iter<'g, T, O> {
     fn next_back(&mut self) -> Option<Self::Item> {
         let (lo, hi) = self.bounds?;
         let found = self.tree.seek_rev(&mut self.back, hi, lo);
@@ -186,21 +186,21 @@ impl<'g, T: Send + Sync> DoubleEndedIterator for Iter<'g, T> {
     }
 }
 
-impl<'g, T: Send + Sync> std::iter::FusedIterator for Iter<'g, T> {}
+impl<'g, T: Send + Sync, O: Ownership<T>> std::iter::FusedIterator for Iter<'g, T, O> {}
 
-impl<T: Send + Sync> MapleTree<T> {
+impl<T: Send + Sync, O: Ownership<T>> MapleTree<T, O> {
     /// A cursor positioned at `index` (see [`Cursor::seek`]).
-    pub fn cursor<'g>(&'g self, index: u64, _guard: &'g Guard) -> Cursor<'g, T> {
+    pub fn cursor<'g>(&'g self, index: u64, _guard: &'g Guard) -> Cursor<'g, T, O> {
         Cursor::new(self, index)
     }
 
     /// Iterates over the entries intersecting `range`.
-    pub fn range<'g, R: RangeBounds<u64>>(&'g self, range: R, _guard: &'g Guard) -> Iter<'g, T> {
+    pub fn range<'g, R: RangeBounds<u64>>(&'g self, range: R, _guard: &'g Guard) -> Iter<'g, T, O> {
         Iter::new(self, range)
     }
 
     /// Iterates over all entries in ascending order.
-    pub fn iter<'g>(&'g self, _guard: &'g Guard) -> Iter<'g, T> {
+    pub fn iter<'g>(&'g self, _guard: &'g Guard) -> Iter<'g, T, O> {
         Iter::new(self, ..)
     }
 }

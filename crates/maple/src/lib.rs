@@ -23,6 +23,11 @@
 //!   copies the nodes it changes, publishes the copy with one release store
 //!   and marks the old node dead (a reader that meets it restarts from the
 //!   root). Replaced nodes and values are freed after a grace period.
+//! * **Values** are held as one word per slot, as the [`Ownership`]
+//!   strategy says: [`Boxed`] (the default, any `T` in an allocation of its
+//!   own) or [`Direct`] (an `Arc<U>` the caller already has, a `&'static
+//!   U`, or a small `Copy` value kept in the slot itself; no allocation by
+//!   the tree, and a reader reaches an `Arc`'s value through one pointer).
 //! * **Free-area search** ([`empty_area`](MapleTree::empty_area),
 //!   [`empty_area_rev`](MapleTree::empty_area_rev)) is `O(log n)`, the
 //!   operation `mmap` needs to place a mapping.
@@ -49,6 +54,7 @@
 mod error;
 mod iter;
 mod node;
+mod ownership;
 mod path;
 pub(crate) mod slab;
 mod sync;
@@ -58,6 +64,7 @@ mod write;
 pub use error::Error;
 pub use iter::{Cursor, Iter};
 pub use node::NODE_SIZE;
+pub use ownership::{ArcRef, Boxed, Direct, Ownership};
 pub use slab::node_memory_reserved;
 pub use sync::{pin, unprotected, Guard};
 pub use tree::{MapleTree, MemStats};
@@ -65,5 +72,7 @@ pub use write::WriteGuard;
 
 #[cfg(all(test, not(vmscale_shuttle)))]
 mod drop_tests;
+#[cfg(all(test, not(vmscale_shuttle)))]
+mod ownership_tests;
 #[cfg(test)]
 mod smoke_tests;

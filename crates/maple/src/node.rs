@@ -540,82 +540,94 @@ pub(crate) fn gap_size(start: u64, end: u64) -> u64 {
     (end - start).saturating_add(1)
 }
 
-/// Values live in `Arc`s so that the pieces of a split range share one `T`
-/// without copying it. Readers never touch the count; only the writer does,
-/// when it splits or drops a range.
+/// The tree's side of value ownership: slot words are `*mut u8` (null: an
+/// absent range), and these turn them into calls on the tree's
+/// [`Ownership`](crate::Ownership) strategy `O`. Readers never change a
+/// value's ownership; only the writer does, when it splits or drops a range.
 pub(crate) mod value {
-    use std::sync::Arc;
+    use crate::Ownership;
+    use std::ptr::NonNull;
 
-    pub(crate) fn into_raw<T>(value: T) -> *mut u8 {
-        Arc::into_raw(Arc::new(value)).cast_mut().cast::<u8>()
+    pub(crate) fn into_raw<T, O: Ownership<T>>(value: T) -> *mut u8 {
+        O::into_word(value).as_ptr()
     }
 
     /// # Safety
-    /// `p` came from [`into_raw`] for this `T` and its `Arc` is kept alive
+    /// `p` is a non-null slot word of a tree with strategy `O`, kept alive
     /// for `'a` (by the tree borrow, or by a guard that defers its release).
-    pub(crate) unsafe fn get<'a, T>(p: *mut u8) -> &'a T {
+    pub(crate) unsafe fn get<'a, T: 'a, O: Ownership<T>>(p: *mut u8) -> O::Ref<'a> {
+        debug_assert!(!p.is_null());
+        // SAFETY: per the contract; slot words are never null when read
+        // as values.
+        unsafe { O::borrow(NonNull::new_unchecked(p)) }
+    }
+
+    /// Adds an owner for a second piece of a split range.
+    ///
+    /// # Safety
+    /// `p` is a non-null slot word of a tree with strategy `O`, still owned.
+    pub(crate) unsafe fn share<T, O: Ownership<T>>(p: *mut u8) {
         // SAFETY: per the contract.
-        unsafe { &*p.cast::<T>() }
+        unsafe { O::share(NonNull::new_unchecked(p)) }
     }
 
-    /// Adds a reference for a second piece of a split range.
+    /// Drops one owner; the last one drops the `T`.
     ///
     /// # Safety
-    /// `p` came from [`into_raw`] for this `T` and is still referenced.
-    pub(crate) unsafe fn share<T>(p: *mut u8) {
-        // SAFETY: per the contract the Arc is alive.
-        unsafe { Arc::increment_strong_count(p.cast::<T>()) }
+    /// `p` is a non-null slot word of a tree with strategy `O`, and this
+    /// owner is no longer reachable by any reader.
+    pub(crate) unsafe fn release<T, O: Ownership<T>>(p: *mut u8) {
+        if O::RELEASES {
+            // SAFETY: per the contract this owner is the caller's.
+            unsafe { O::release(NonNull::new_unchecked(p)) }
+        }
     }
 
-    /// Drops one reference; the last one drops the `T`.
-    ///
-    /// # Safety
-    /// `p` came from [`into_raw`] for this `T`, and this reference is no
-    /// longer reachable by any reader.
-    pub(crate) unsafe fn release<T>(p: *mut u8) {
-        // SAFETY: per the contract this reference is owned by the caller.
-        unsafe { Arc::decrement_strong_count(p.cast::<T>()) }
-    }
-
-    /// Releases every reference `refs` yields, all of them even if a `T`'s
+    /// Releases every owner `refs` yields, all of them even if a `T`'s
     /// `Drop` panics: the rest are released while the first panic unwinds
     /// (a second panic then aborts, as for any panic during unwinding), as
     /// std's collections drop their elements.
     ///
     /// # Safety
-    /// As [`release`], for each reference.
-    pub(crate) unsafe fn release_all<T, I: Iterator<Item = *mut u8>>(refs: I) {
+    /// As [`release`], for each word.
+    pub(crate) unsafe fn release_all<T, O: Ownership<T>, I: Iterator<Item = *mut u8>>(refs: I) {
         /// Releases what is left of the iterator when dropped: on unwind.
-        struct Rest<T, I: Iterator<Item = *mut u8>>(I, std::marker::PhantomData<T>);
-        impl<T, I: Iterator<Item = *mut u8>> Drop for Rest<T, I> {
+        struct Rest<T, O: Ownership<T>, I: Iterator<Item = *mut u8>>(
+            I,
+            std::marker::PhantomData<(T, O)>,
+        );
+        impl<T, O: Ownership<T>, I: Iterator<Item = *mut u8>> Drop for Rest<T, O, I> {
             fn drop(&mut self) {
                 for p in &mut self.0 {
-                    // SAFETY: the caller's contract for every reference.
-                    unsafe { release::<T>(p) };
+                    // SAFETY: the caller's contract for every word.
+                    unsafe { release::<T, O>(p) };
                 }
             }
         }
-        let mut rest = Rest::<T, I>(refs, std::marker::PhantomData);
+        if !O::RELEASES {
+            return;
+        }
+        let mut rest = Rest::<T, O, I>(refs, std::marker::PhantomData);
         for p in rest.0.by_ref() {
             // SAFETY: the caller's contract; a panic leaves the rest to
             // `Rest::drop`.
-            unsafe { release::<T>(p) };
+            unsafe { release::<T, O>(p) };
         }
     }
 
-    /// Releases one reference on behalf of the grace-period collector,
-    /// which runs it on whichever thread passes the grace period, inside
-    /// an unrelated `pin`. A panic in `T`'s `Drop` there has no caller to
+    /// Releases one owner on behalf of the grace-period collector, which
+    /// runs it on whichever thread passes the grace period, inside an
+    /// unrelated `pin`. A panic in `T`'s `Drop` there has no caller to
     /// return to: it is reported by the panic hook when it happens and
     /// contained here, so that it neither cuts short the collector's other
     /// deferred frees nor surfaces in someone else's `pin`.
     ///
     /// # Safety
     /// As [`release`].
-    pub(crate) unsafe fn release_deferred<T>(p: *mut u8) {
+    pub(crate) unsafe fn release_deferred<T, O: Ownership<T>>(p: *mut u8) {
         let release = std::panic::AssertUnwindSafe(|| {
             // SAFETY: the caller's contract.
-            unsafe { release::<T>(p) }
+            unsafe { release::<T, O>(p) }
         });
         let _ = std::panic::catch_unwind(release);
     }

@@ -2,6 +2,7 @@
 
 use crate::error::Error;
 use crate::node::{gap_size, value, Item, NodePtr, INTERNAL_MIN, LEAF_MIN, LEAF_SLOTS, NODE_SIZE};
+use crate::ownership::{Boxed, Ownership};
 use crate::path::Path;
 use crate::sync::{AtomicPtr, AtomicUsize, Guard, Mutex, Ordering};
 use std::cell::UnsafeCell;
@@ -48,7 +49,7 @@ use std::ptr;
 // every write, and two trees allocated side by side (one per address space
 // of two threads) must not slow each other down by sharing a line.
 #[repr(align(128))]
-pub struct MapleTree<T> {
+pub struct MapleTree<T, O: Ownership<T> = Boxed> {
     /// Tagged root node, or null for an empty tree.
     pub(crate) root: AtomicPtr<u8>,
     /// Number of entries.
@@ -66,23 +67,26 @@ pub struct MapleTree<T> {
     /// self`, or of an unshared guard, whose contract rules out any other
     /// writer.
     pub(crate) scratch: UnsafeCell<Option<Box<crate::write::Scratch>>>,
-    /// The tree owns `Arc<T>`s through raw pointers.
-    pub(crate) _values: PhantomData<std::sync::Arc<T>>,
+    /// The tree owns `T`s through slot words, as its ownership
+    /// strategy `O` makes them (see the `ownership` module).
+    pub(crate) _values: PhantomData<(T, fn() -> O)>,
 }
 
 // SAFETY: what `UnsafeCell` takes away: the scratch space is only reached
 // by the tree's one writer (see the field), so sharing the tree between
 // threads shares nothing else unsynchronised; the values are owned as
-// `Arc<T>`s would be, hence the same bounds as `Arc<T>`.
-unsafe impl<T: Send + Sync> Sync for MapleTree<T> {}
+// `Arc<T>`s would be (a value may be read, shared and dropped by any
+// thread), hence the same bounds as `Arc<T>`.
+unsafe impl<T: Send + Sync, O: Ownership<T>> Sync for MapleTree<T, O> {}
 // SAFETY: as for `Sync`. Between writes the scratch space holds no
 // pointer that matters (its lists are empty and its paths are overwritten
 // before use), so it may move to another thread with the tree.
-unsafe impl<T: Send + Sync> Send for MapleTree<T> {}
+unsafe impl<T: Send + Sync, O: Ownership<T>> Send for MapleTree<T, O> {}
 
 /// Memory used by a tree's nodes, as reported by [`MapleTree::mem_stats`].
 ///
-/// Values live in separately allocated `Arc`s and are not counted here.
+/// Values are not counted here (with [`Boxed`](crate::Boxed) each lives in
+/// an allocation of its own).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MemStats {
     /// All nodes.
@@ -99,7 +103,7 @@ pub struct MemStats {
     pub entries: usize,
 }
 
-impl<T> Default for MapleTree<T> {
+impl<T, O: Ownership<T>> Default for MapleTree<T, O> {
     fn default() -> Self {
         MapleTree {
             root: AtomicPtr::new(ptr::null_mut()),
@@ -113,13 +117,43 @@ impl<T> Default for MapleTree<T> {
 }
 
 impl<T: Send + Sync> MapleTree<T> {
-    /// Creates an empty tree.
+    /// Creates an empty tree that keeps each value in an allocation of its
+    /// own ([`Boxed`](crate::Boxed));
+    /// [`with_ownership(Direct)`](MapleTree::with_ownership) makes one for
+    /// values that are a word already (see [`Direct`](crate::Direct)).
     ///
     /// ```
     /// let tree: maple::MapleTree<u32> = maple::MapleTree::new();
     /// assert!(tree.is_empty());
     /// ```
     pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Builds a tree from entries sorted by index: see
+    /// [`from_sorted_with`](MapleTree::from_sorted_with), which this calls
+    /// with [`Boxed`].
+    ///
+    /// ```
+    /// let tree = maple::MapleTree::from_sorted([(0, 9, "a"), (20, 29, "b")]).unwrap();
+    /// assert_eq!(tree.load(25, &maple::pin()), Some(&"b"));
+    /// ```
+    pub fn from_sorted<I: IntoIterator<Item = (u64, u64, T)>>(entries: I) -> Result<Self, Error> {
+        Self::from_sorted_with(Boxed, entries)
+    }
+}
+
+impl<T: Send + Sync, O: Ownership<T>> MapleTree<T, O> {
+    /// Creates an empty tree that holds its values as `ownership` says.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let mut tree = maple::MapleTree::with_ownership(maple::Direct);
+    /// tree.store_range(0, 9, Arc::new(5)).unwrap();
+    /// assert_eq!(*tree.load(4, &maple::pin()).unwrap(), 5);
+    /// ```
+    pub fn with_ownership(ownership: O) -> Self {
+        let _ = ownership;
         Self::default()
     }
 
@@ -155,7 +189,7 @@ impl<T: Send + Sync> MapleTree<T> {
     /// assert_eq!(tree.load(200, &guard), None);
     /// ```
     #[inline]
-    pub fn load<'g>(&'g self, index: u64, _guard: &'g Guard) -> Option<&'g T> {
+    pub fn load<'g>(&'g self, index: u64, _guard: &'g Guard) -> Option<O::Ref<'g>> {
         loop {
             let mut node = self.root_node()?;
             while !node.is_leaf() {
@@ -174,7 +208,7 @@ impl<T: Send + Sync> MapleTree<T> {
             // live after the read; its release is deferred past `_guard`
             // (shared writes) or needs `&mut self` (exclusive writes), which
             // the `'g` borrow of `self` excludes.
-            return (!p.is_null()).then(|| unsafe { value::get::<T>(p) });
+            return (!p.is_null()).then(|| unsafe { value::get::<T, O>(p) });
         }
     }
 
@@ -186,7 +220,11 @@ impl<T: Send + Sync> MapleTree<T> {
     /// let guard = maple::pin();
     /// assert_eq!(tree.load_entry(150, &guard), Some((100, 199, &'a')));
     /// ```
-    pub fn load_entry<'g>(&'g self, index: u64, guard: &'g Guard) -> Option<(u64, u64, &'g T)> {
+    pub fn load_entry<'g>(
+        &'g self,
+        index: u64,
+        guard: &'g Guard,
+    ) -> Option<(u64, u64, O::Ref<'g>)> {
         self.find(index, index, guard)
     }
 
@@ -207,7 +245,7 @@ impl<T: Send + Sync> MapleTree<T> {
         index: u64,
         max: u64,
         _guard: &'g Guard,
-    ) -> Option<(u64, u64, &'g T)> {
+    ) -> Option<(u64, u64, O::Ref<'g>)> {
         if index > max {
             return None;
         }
@@ -217,7 +255,7 @@ impl<T: Send + Sync> MapleTree<T> {
             LeafSeek::Beyond => self.seek_fwd(&mut None, index, max)?,
         };
         // SAFETY: as in `load`.
-        Some((first, last, unsafe { value::get::<T>(p) }))
+        Some((first, last, unsafe { value::get::<T, O>(p) }))
     }
 
     /// The last entry intersecting `[min, index]`, as `(first, last,
@@ -236,7 +274,7 @@ impl<T: Send + Sync> MapleTree<T> {
         index: u64,
         min: u64,
         _guard: &'g Guard,
-    ) -> Option<(u64, u64, &'g T)> {
+    ) -> Option<(u64, u64, O::Ref<'g>)> {
         if index < min {
             return None;
         }
@@ -246,7 +284,7 @@ impl<T: Send + Sync> MapleTree<T> {
             LeafSeek::Beyond => self.seek_rev(&mut None, index, min)?,
         };
         // SAFETY: as in `load`.
-        Some((first, last, unsafe { value::get::<T>(p) }))
+        Some((first, last, unsafe { value::get::<T, O>(p) }))
     }
 
     /// The one-shot `find` and `find_rev`: a walk like `load`'s, with no
@@ -804,7 +842,7 @@ impl Validator {
     }
 }
 
-impl<T> Drop for MapleTree<T> {
+impl<T, O: Ownership<T>> Drop for MapleTree<T, O> {
     fn drop(&mut self) {
         // Nodes first (freeing one cannot panic), gathering the values;
         // then the values, all of them even if one's `Drop` panics.
@@ -827,19 +865,19 @@ impl<T> Drop for MapleTree<T> {
             }
         }
         // SAFETY: we own the tree; each slot held one reference of its value.
-        unsafe { value::release_all::<T, _>(values.into_iter()) };
+        unsafe { value::release_all::<T, O, _>(values.into_iter()) };
         if let Some(scratch) = self.scratch.get_mut().take() {
             crate::write::Scratch::recycle(scratch);
         }
     }
 }
 
-impl<T: Send + Sync> Clone for MapleTree<T> {
+impl<T: Send + Sync, O: Ownership<T>> Clone for MapleTree<T, O> {
     /// Duplicates the tree node by node, the way `fork` copies an address
     /// space: same shape, values shared (each `T` is reference-counted, not
     /// cloned). Takes the writer lock, so it sees no half-made shared write.
     fn clone(&self) -> Self {
-        fn copy<T>(node: NodePtr, max: u64, nodes: &mut usize) -> NodePtr {
+        fn copy<T, O: Ownership<T>>(node: NodePtr, max: u64, nodes: &mut usize) -> NodePtr {
             *nodes += 1;
             let len = node.len();
             let mut items = [Item {
@@ -852,13 +890,13 @@ impl<T: Send + Sync> Clone for MapleTree<T> {
                 if node.is_leaf() && !item.ptr.is_null() {
                     // SAFETY: the value is alive (we hold the writer lock,
                     // so it cannot be released) and gains a second owner.
-                    unsafe { value::share::<T>(item.ptr) };
+                    unsafe { value::share::<T, O>(item.ptr) };
                 }
             }
             let new = NodePtr::new(node.is_leaf(), &items[..len]);
             if !node.is_leaf() {
                 for (i, item) in items[..len].iter().enumerate() {
-                    let child = copy::<T>(node.child(i), item.end, nodes);
+                    let child = copy::<T, O>(node.child(i), item.end, nodes);
                     new.publish_child(i, child);
                 }
             }
@@ -866,10 +904,10 @@ impl<T: Send + Sync> Clone for MapleTree<T> {
         }
         let _lock = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         let _guard = crate::pin();
-        let tree = MapleTree::new();
+        let tree = MapleTree::default();
         let mut nodes = 0;
         if let Some(root) = self.root_node() {
-            let new = copy::<T>(root, u64::MAX, &mut nodes);
+            let new = copy::<T, O>(root, u64::MAX, &mut nodes);
             tree.root.store(new.raw(), Ordering::Release);
         }
         tree.nodes.store(nodes, Ordering::Relaxed);
@@ -878,9 +916,9 @@ impl<T: Send + Sync> Clone for MapleTree<T> {
     }
 }
 
-impl<T: Send + Sync> std::fmt::Debug for MapleTree<T>
+impl<T: Send + Sync, O: Ownership<T>> std::fmt::Debug for MapleTree<T, O>
 where
-    T: std::fmt::Debug,
+    for<'g> O::Ref<'g>: std::fmt::Debug,
 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let guard = crate::pin();

@@ -88,7 +88,7 @@ use crate::node::{
 };
 use crate::path::{Level, Path};
 use crate::sync::{defer, Guard, MutexGuard, Ordering};
-use crate::MapleTree;
+use crate::{Boxed, MapleTree, Ownership};
 use std::ptr;
 
 /// A writer's working memory, kept with the tree behind its writer lock
@@ -268,14 +268,14 @@ impl Retired {
     /// The lists are left empty even if a value's `Drop` panics: the
     /// scratch space outlives the write, and a stale entry would be freed
     /// again by the next one.
-    unsafe fn free<T>(&mut self) {
+    unsafe fn free<T, O: Ownership<T>>(&mut self) {
         for n in self.run.drain(..).chain(self.subtrees.drain(..)) {
             // SAFETY: per the contract.
             unsafe { n.free() };
         }
         // SAFETY: each entry is one unlinked reference; all are released
         // even if one's `Drop` panics.
-        unsafe { value::release_all::<T, _>(self.values.drain(..)) };
+        unsafe { value::release_all::<T, O, _>(self.values.drain(..)) };
     }
 }
 
@@ -335,7 +335,7 @@ fn check_range(first: u64, last: u64) -> Result<(), Error> {
     }
 }
 
-impl<T: Send + Sync> MapleTree<T> {
+impl<T: Send + Sync, O: Ownership<T>> MapleTree<T, O> {
     /// Runs an exclusive write with the tree's scratch space (no locking:
     /// `&mut self` already excludes every other access).
     fn exclusive<R>(&mut self, write: impl FnOnce(&Self, &mut Scratch) -> R) -> R {
@@ -357,11 +357,11 @@ impl<T: Send + Sync> MapleTree<T> {
         insert: bool,
     ) -> Result<(), Error> {
         check_range(first, last)?;
-        let p = value.map_or(ptr::null_mut(), value::into_raw);
+        let p = value.map_or(ptr::null_mut(), value::into_raw::<T, O>);
         let result = self.write_range(scratch, first, last, p, access, insert, false);
         if result.is_err() && !p.is_null() {
             // SAFETY: `p` was made above and never linked into the tree.
-            unsafe { value::release::<T>(p) };
+            unsafe { value::release::<T, O>(p) };
         }
         result
     }
@@ -512,7 +512,7 @@ impl<T: Send + Sync> MapleTree<T> {
             access,
         };
         let depth = w.pl.depth;
-        if let Some((added, removed)) = w.splice_in_place::<T>(lo, hi, p) {
+        if let Some((added, removed)) = w.splice_in_place::<T, O>(lo, hi, p) {
             let entries = self.len() + added - removed;
             self.entries.store(entries, Ordering::Relaxed);
             w.finish(self);
@@ -520,7 +520,7 @@ impl<T: Send + Sync> MapleTree<T> {
         }
         w.unlink_between();
         bufs[0].len = 0;
-        let (added, removed) = w.leaf_content::<T>(&mut bufs[0], lo, hi, p);
+        let (added, removed) = w.leaf_content::<T, O>(&mut bufs[0], lo, hi, p);
         let mut orig = [(root, root); MAX_HEIGHT];
         for (d, o) in orig.iter_mut().enumerate().take(depth) {
             *o = (w.pl.levels[d].node, w.pr.levels[d].node);
@@ -621,13 +621,19 @@ impl Rebuild<'_, '_> {
 
     /// Writes the new content of the leaves from `lo`'s to `hi`'s into
     /// `buf`; returns the entry count change (added, removed) within them.
-    fn leaf_content<T>(&mut self, buf: &mut Buf, lo: u64, hi: u64, p: *mut u8) -> (usize, usize) {
+    fn leaf_content<T, O: Ownership<T>>(
+        &mut self,
+        buf: &mut Buf,
+        lo: u64,
+        hi: u64,
+        p: *mut u8,
+    ) -> (usize, usize) {
         let (l, r) = (*self.pl.leaf(), *self.pr.leaf());
         let m = self.middle(lo, hi, p);
         buf.extend_from(&l, 0..l.slot);
         m.items().iter().for_each(|&it| buf.push(it));
         buf.extend_from(&r, r.slot + 1..r.node.len());
-        self.cover::<T>(&m, p)
+        self.cover::<T, O>(&m, p)
     }
 
     /// The value bookkeeping of a write whose leaves are `pl.leaf()` to
@@ -635,7 +641,7 @@ impl Rebuild<'_, '_> {
     /// remnant (`m.left_keep`, `m.right_keep`) needs one reference, so a
     /// range split in two gains one. Returns the entry count change (added,
     /// removed).
-    fn cover<T>(&mut self, m: &Middle, p: *mut u8) -> (usize, usize) {
+    fn cover<T, O: Ownership<T>>(&mut self, m: &Middle, p: *mut u8) -> (usize, usize) {
         let (left_keep, right_keep) = (m.left_keep, m.right_keep);
         let l = *self.pl.leaf();
         let r = *self.pr.leaf();
@@ -649,11 +655,12 @@ impl Rebuild<'_, '_> {
             let keeps = usize::from(node == l.node && s == l.slot && left_keep)
                 + usize::from(node == r.node && s == r.slot && right_keep);
             match keeps {
-                0 => self.retired.values.push(q),
+                0 if O::RELEASES => self.retired.values.push(q),
+                0 => {}
                 1 => {}
                 // SAFETY: `q` is a live value of this tree; the writer is
                 // the only one who changes reference counts.
-                _ => unsafe { value::share::<T>(q) },
+                _ => unsafe { value::share::<T, O>(q) },
             }
         };
         if l.node == r.node {
@@ -674,7 +681,12 @@ impl Rebuild<'_, '_> {
     /// at most three and the rest of the leaf moves, in place, with no
     /// buffer and no copy (the kernel's node store and append). Returns
     /// the entry count change, or `None` for the general path.
-    fn splice_in_place<T>(&mut self, lo: u64, hi: u64, p: *mut u8) -> Option<(usize, usize)> {
+    fn splice_in_place<T, O: Ownership<T>>(
+        &mut self,
+        lo: u64,
+        hi: u64,
+        p: *mut u8,
+    ) -> Option<(usize, usize)> {
         let l = *self.pl.leaf();
         let r = *self.pr.leaf();
         let depth = self.pl.depth;
@@ -691,7 +703,7 @@ impl Rebuild<'_, '_> {
             return None;
         }
         // Count before the slots change: `cover` reads them.
-        let counts = self.cover::<T>(&m, p);
+        let counts = self.cover::<T, O>(&m, p);
         let mid = m.items();
         // Likewise the largest absent range among the covered slots and
         // among their replacements, to update the leaf's recorded gap
@@ -790,7 +802,7 @@ impl Rebuild<'_, '_> {
     /// Rebuilds level by level from the leaves up and publishes the result.
     /// `buf` holds the new content of the run `pl.leaf() ..= pr.leaf()`.
     /// Returns the depth at which the new subtree was published.
-    fn climb<T>(&mut self, tree: &MapleTree<T>, bufs: &mut [Buf; 2]) -> usize {
+    fn climb<T, O: Ownership<T>>(&mut self, tree: &MapleTree<T, O>, bufs: &mut [Buf; 2]) -> usize {
         // Two buffers, alternating: each level's content is built into the
         // other one, so no buffer is copied as a whole.
         let mut cur = 0;
@@ -940,7 +952,14 @@ impl Rebuild<'_, '_> {
     /// `buf`, publishing it with one release store (an exclusive write
     /// rewrites `old` in place instead), then fixes the gaps recorded
     /// above it.
-    fn publish<T>(&mut self, tree: &MapleTree<T>, d: usize, leaf: bool, old: &Level, buf: &Buf) {
+    fn publish<T, O: Ownership<T>>(
+        &mut self,
+        tree: &MapleTree<T, O>,
+        d: usize,
+        leaf: bool,
+        old: &Level,
+        buf: &Buf,
+    ) {
         let items = buf.as_slice();
         if d == 0 {
             let new_root = if leaf && items.len() == 1 && items[0].ptr.is_null() {
@@ -977,7 +996,7 @@ impl Rebuild<'_, '_> {
 
     /// Frees (exclusive) or retires (shared) what the write unlinked, and
     /// leaves the retire lists empty for the next write.
-    fn finish<T>(&mut self, tree: &MapleTree<T>) {
+    fn finish<T, O: Ownership<T>>(&mut self, tree: &MapleTree<T, O>) {
         let unlinked = self.retired.settle();
         let live = tree.nodes.load(Ordering::Relaxed) + self.created - unlinked;
         tree.nodes.store(live, Ordering::Relaxed);
@@ -987,7 +1006,7 @@ impl Rebuild<'_, '_> {
                 // SAFETY: `&mut` access: no reader exists. A value whose
                 // `Drop` panics unwinds out of the write after the tree is
                 // whole and every other value is released.
-                unsafe { self.retired.free::<T>() };
+                unsafe { self.retired.free::<T, O>() };
             }
             Access::Shared(guard) => {
                 // Mark after publishing, before the grace period starts: a
@@ -1010,18 +1029,21 @@ impl Rebuild<'_, '_> {
                     // freed after a grace period, when no reader holds it.
                     unsafe { defer(guard, move || n.free()) };
                 }
-                for v in self.retired.values.drain(..) {
+                // Values with nothing to release (inline, `'static`)
+                // defer nothing.
+                let values = self.retired.values.drain(..).filter(|_| O::RELEASES);
+                for v in values {
                     // SAFETY: this reference is unlinked; it is released
                     // after a grace period, and values are `T: Send + Sync +
                     // 'static` (required by `MapleTree::write`).
-                    unsafe { defer(guard, move || value::release_deferred::<T>(v)) };
+                    unsafe { defer(guard, move || value::release_deferred::<T, O>(v)) };
                 }
             }
         }
     }
 }
 
-impl<T: Send + Sync> MapleTree<T> {
+impl<T: Send + Sync, O: Ownership<T>> MapleTree<T, O> {
     /// Stores `value` over `[first, last]`, overwriting whatever was there.
     /// An entry only partly covered keeps its uncovered part(s); when the
     /// write lands inside an entry, both remaining pieces share its value.
@@ -1088,22 +1110,29 @@ impl<T: Send + Sync> MapleTree<T> {
     /// assert_eq!(tree.len(), 1000);
     /// let bad = maple::MapleTree::from_sorted([(5, 9, ()), (9, 12, ())]);
     /// assert_eq!(bad.err(), Some(maple::Error::Unsorted));
+    ///
+    /// // The same for a tree with another ownership strategy:
+    /// let ids = maple::MapleTree::from_sorted_with(maple::Direct, [(0, 9, 1u32)]).unwrap();
+    /// assert_eq!(ids.load(3, &maple::pin()), Some(1));
     /// ```
-    pub fn from_sorted<I: IntoIterator<Item = (u64, u64, T)>>(entries: I) -> Result<Self, Error> {
+    pub fn from_sorted_with<I: IntoIterator<Item = (u64, u64, T)>>(
+        _ownership: O,
+        entries: I,
+    ) -> Result<Self, Error> {
         /// Releases the values gathered so far if the input is refused.
-        struct Pending<T> {
+        struct Pending<T, O: Ownership<T>> {
             items: Vec<Item>,
-            _t: std::marker::PhantomData<T>,
+            _t: std::marker::PhantomData<(T, O)>,
         }
-        impl<T> Drop for Pending<T> {
+        impl<T, O: Ownership<T>> Drop for Pending<T, O> {
             fn drop(&mut self) {
                 let values = self.items.iter().map(|it| it.ptr).filter(|p| !p.is_null());
                 // SAFETY: each value was made by `into_raw` and is
                 // referenced only here.
-                unsafe { value::release_all::<T, _>(values) };
+                unsafe { value::release_all::<T, O, _>(values) };
             }
         }
-        let mut pending = Pending::<T> {
+        let mut pending = Pending::<T, O> {
             items: Vec::new(),
             _t: std::marker::PhantomData,
         };
@@ -1121,7 +1150,7 @@ impl<T: Send + Sync> MapleTree<T> {
             }
             pending.items.push(Item {
                 end: last,
-                ptr: value::into_raw(v),
+                ptr: value::into_raw::<T, O>(v),
                 gap: 0,
             });
             next = last.checked_add(1);
@@ -1134,7 +1163,7 @@ impl<T: Send + Sync> MapleTree<T> {
                 gap: 0,
             });
         }
-        let tree = MapleTree::new();
+        let tree = MapleTree::default();
         if count == 0 {
             return Ok(tree);
         }
@@ -1182,7 +1211,7 @@ impl<T: Send + Sync> MapleTree<T> {
     }
 }
 
-impl<T: Send + Sync + 'static> MapleTree<T> {
+impl<T: Send + Sync + 'static, O: Ownership<T> + 'static> MapleTree<T, O> {
     /// Takes the tree's writer lock and returns a handle for writes that
     /// may run while readers on other threads are active. Writes through
     /// it copy the nodes they change and publish each with one release
@@ -1206,7 +1235,7 @@ impl<T: Send + Sync + 'static> MapleTree<T> {
     /// writer.join().unwrap();
     /// assert_eq!(tree.len(), 100);
     /// ```
-    pub fn write(&self) -> WriteGuard<'_, T> {
+    pub fn write(&self) -> WriteGuard<'_, T, O> {
         WriteGuard {
             tree: self,
             lock: Some(self.lock.lock().unwrap_or_else(|e| e.into_inner())),
@@ -1241,7 +1270,7 @@ impl<T: Send + Sync + 'static> MapleTree<T> {
     /// let g = maple::pin();
     /// assert_eq!(tree.load(7, &g), Some(&'b'));
     /// ```
-    pub unsafe fn write_unshared(&self) -> WriteGuard<'_, T> {
+    pub unsafe fn write_unshared(&self) -> WriteGuard<'_, T, O> {
         WriteGuard {
             tree: self,
             lock: None,
@@ -1251,16 +1280,19 @@ impl<T: Send + Sync + 'static> MapleTree<T> {
 
 /// Exclusive right to write a [`MapleTree`] that readers may be using; see
 /// [`MapleTree::write`]. Dropping it releases the writer lock.
-pub struct WriteGuard<'t, T> {
-    tree: &'t MapleTree<T>,
+pub struct WriteGuard<'t, T, O: Ownership<T> = Boxed> {
+    tree: &'t MapleTree<T, O>,
     /// The writer lock, for a guard from [`MapleTree::write`]; `None` for
     /// one from [`MapleTree::write_unshared`], which writes as with `&mut`.
     lock: Option<MutexGuard<'t, ()>>,
 }
 
-impl<T: Send + Sync + 'static> WriteGuard<'_, T> {
+impl<T: Send + Sync + 'static, O: Ownership<T> + 'static> WriteGuard<'_, T, O> {
     /// Runs a shared write with the scratch space the lock protects.
-    fn shared<R>(&mut self, write: impl FnOnce(&MapleTree<T>, &mut Scratch, Access<'_>) -> R) -> R {
+    fn shared<R>(
+        &mut self,
+        write: impl FnOnce(&MapleTree<T, O>, &mut Scratch, Access<'_>) -> R,
+    ) -> R {
         // SAFETY: this guard is the tree's one writer: it holds the writer
         // lock, or `write_unshared`'s contract rules out every other
         // writer; and `&mut self` keeps this the only borrow through it.

@@ -1,6 +1,8 @@
 //! Model-based tests: every operation is applied to the maple tree (through
-//! the exclusive `&mut` API and, in parallel, through the shared writer
-//! `tree.write()`) and to a brute-force oracle (`common::Oracle`), and the
+//! the exclusive `&mut` API with each ownership strategy, boxed values and
+//! caller's `Arc`s stored directly, and, in parallel, through the shared
+//! writer `tree.write()` with values stored in the slot) and to a
+//! brute-force oracle (`common::Oracle`), and the
 //! results, the structure (`validate`, `len`, `mem_stats`) and the reads are
 //! compared after every step.
 //!
@@ -18,7 +20,7 @@ use std::sync::Arc;
 
 use common::Rng;
 use common::*;
-use maple::{Error, MapleTree};
+use maple::{ArcRef, Direct, Error, MapleTree, Ownership};
 use proptest::prelude::*;
 use proptest::strategy::Union;
 
@@ -79,14 +81,27 @@ impl Id for Tracked {
         self.id
     }
 }
+impl<X: Id + ?Sized> Id for &X {
+    fn id(&self) -> u32 {
+        (**self).id()
+    }
+}
+impl Id for ArcRef<'_, Tracked> {
+    fn id(&self) -> u32 {
+        self.get().id
+    }
+}
 
 type Entry = (u64, u64, u32);
 
-fn ent<T: Id>(e: Option<(u64, u64, &T)>) -> Option<Entry> {
+fn ent<R: Id>(e: Option<(u64, u64, R)>) -> Option<Entry> {
     e.map(|(f, l, v)| (f, l, v.id()))
 }
 
-fn entries_of<T: Send + Sync + Id>(t: &MapleTree<T>) -> Vec<Entry> {
+fn entries_of<T: Send + Sync + 'static, O: Ownership<T>>(t: &MapleTree<T, O>) -> Vec<Entry>
+where
+    for<'g> O::Ref<'g>: Id,
+{
     let g = maple::pin();
     t.iter(&g).map(|(f, l, v)| (f, l, v.id())).collect()
 }
@@ -280,16 +295,22 @@ const EDGES: Mix = Mix {
 // ---------------------------------------------------------------------------
 
 struct Harness {
+    /// Boxed values, exclusive writes.
     tree: MapleTree<Tracked>,
-    shared: MapleTree<u32>,
+    /// The caller's `Arc`s stored directly, exclusive writes; its values
+    /// count their drops in `drops_direct`.
+    direct: MapleTree<Arc<Tracked>, Direct>,
+    /// Values in the slot, shared writes.
+    shared: MapleTree<u32, Direct>,
     oracle: Oracle,
     drops: Arc<DropTable>,
+    drops_direct: Arc<DropTable>,
     next_id: u32,
     rng: Rng,
     domain: u64,
 }
 
-fn check_stats<T: Send + Sync>(what: &str, t: &MapleTree<T>, n: usize) {
+fn check_stats<T: Send + Sync, O: Ownership<T>>(what: &str, t: &MapleTree<T, O>, n: usize) {
     let s = t.mem_stats();
     assert_eq!(s.entries, n, "{what}: mem_stats.entries != len ({s:?})");
     assert_eq!(
@@ -327,9 +348,11 @@ impl Harness {
     fn new(max_values: usize, seed: u64, domain: u64) -> Self {
         Harness {
             tree: MapleTree::new(),
-            shared: MapleTree::new(),
+            direct: MapleTree::with_ownership(Direct),
+            shared: MapleTree::with_ownership(Direct),
             oracle: Oracle::new(),
             drops: DropTable::new(max_values),
+            drops_direct: DropTable::new(max_values),
             next_id: 0,
             rng: Rng::new(seed),
             domain,
@@ -373,10 +396,12 @@ impl Harness {
         let got = ent(self.shared.load_entry(p, &g));
         assert_eq!(got, want, "{ctx}: load_entry({p}) (shared-writer tree)");
         assert_eq!(
-            self.shared.load(p, &g).copied(),
+            self.shared.load(p, &g),
             want.map(|e| e.2),
             "{ctx}: load({p}) (shared-writer tree)"
         );
+        let got = ent(self.direct.load_entry(p, &g));
+        assert_eq!(got, want, "{ctx}: load_entry({p}) (direct tree)");
     }
 
     fn full_compare(&self, ctx: &str) {
@@ -391,14 +416,22 @@ impl Harness {
             &entries_of(&self.shared),
             &want,
         );
+        assert_same_entries(
+            &format!("{ctx}: iter (direct tree)"),
+            &entries_of(&self.direct),
+            &want,
+        );
     }
 
+    /// Checks value `id`'s drop count in both trees that count drops.
     fn check_drop(&self, ctx: &str, id: u32, want: u32, why: &str) {
-        let got = self.drops.count(id);
-        assert_eq!(
-            got, want,
-            "{ctx}: value {id} dropped {got} times, want {want}: {why}"
-        );
+        for (table, tree) in [(&self.drops, "boxed"), (&self.drops_direct, "direct")] {
+            let got = table.count(id);
+            assert_eq!(
+                got, want,
+                "{ctx}: value {id} dropped {got} times from the {tree} tree, want {want}: {why}"
+            );
+        }
     }
 
     fn step(&mut self, i: usize, op: Op) {
@@ -411,6 +444,7 @@ impl Harness {
                 let id = self.next_id;
                 self.next_id += 1;
                 let val = Tracked::new(id, &self.drops);
+                let val_direct = Arc::new(Tracked::new(id, &self.drops_direct));
                 let (want, dead) = if store {
                     match self.oracle.store_range(f, l, id) {
                         Ok(d) => (Ok(()), d),
@@ -427,6 +461,15 @@ impl Harness {
                 assert!(
                     same_result(&got, &want),
                     "{ctx}: exclusive result {got:?}, want {want:?}"
+                );
+                let got_d = if store {
+                    self.direct.store_range(f, l, val_direct)
+                } else {
+                    self.direct.insert_range(f, l, val_direct)
+                };
+                assert!(
+                    same_result(&got_d, &want),
+                    "{ctx}: direct result {got_d:?}, want {want:?}"
                 );
                 let got_s = if store {
                     self.shared.write().store_range(f, l, id)
@@ -452,6 +495,8 @@ impl Harness {
                 let (want, dead) = self.oracle.erase(x);
                 let got = self.tree.erase(x);
                 assert_eq!(got, want, "{ctx}: exclusive erase result");
+                let got_d = self.direct.erase(x);
+                assert_eq!(got_d, want, "{ctx}: direct erase result");
                 let got_s = self.shared.write().erase(x);
                 assert_eq!(got_s, want, "{ctx}: shared-writer erase result");
                 if let Some(d) = dead {
@@ -469,6 +514,11 @@ impl Harness {
                 assert!(
                     same_result(&got, &want_unit),
                     "{ctx}: exclusive result {got:?}, want {want_unit:?}"
+                );
+                let got_d = self.direct.erase_range(f, l);
+                assert!(
+                    same_result(&got_d, &want_unit),
+                    "{ctx}: direct result {got_d:?}, want {want_unit:?}"
                 );
                 let got_s = self.shared.write().erase_range(f, l);
                 assert!(
@@ -499,6 +549,11 @@ impl Harness {
             created - self.oracle.live_values(),
             "{ctx}: total drops != values created - values still referenced"
         );
+        assert_eq!(
+            self.drops_direct.total(),
+            created - self.oracle.live_values(),
+            "{ctx}: total drops from the direct tree != values created - values still referenced"
+        );
 
         if let Err(e) = self.tree.validate() {
             panic!("{ctx}: validate (exclusive tree): {e}");
@@ -506,12 +561,16 @@ impl Harness {
         if let Err(e) = self.shared.validate() {
             panic!("{ctx}: validate (shared-writer tree): {e}");
         }
+        if let Err(e) = self.direct.validate() {
+            panic!("{ctx}: validate (direct tree): {e}");
+        }
         let n = self.oracle.len();
         assert_eq!(self.tree.len(), n, "{ctx}: len (exclusive tree)");
         assert_eq!(self.shared.len(), n, "{ctx}: len (shared-writer tree)");
         assert_eq!(self.tree.is_empty(), n == 0, "{ctx}: is_empty");
         check_stats(&format!("{ctx} (exclusive)"), &self.tree, n);
         check_stats(&format!("{ctx} (shared)"), &self.shared, n);
+        check_stats(&format!("{ctx} (direct)"), &self.direct, n);
 
         points.push(self.random_point());
         points.push(self.random_point());
@@ -569,13 +628,15 @@ fn random_bounds(rng: &mut Rng, o: &Oracle, domain: u64) -> (Bound<u64>, Bound<u
 /// Double-ended iteration over `range(bounds)`, mixing `next` and
 /// `next_back` at random, compared with the model of a double-ended cursor
 /// pair over the oracle's list.
-fn check_range_de<T: Send + Sync + Id>(
+fn check_range_de<T: Send + Sync + 'static, O: Ownership<T>>(
     what: &str,
-    t: &MapleTree<T>,
+    t: &MapleTree<T, O>,
     o: &Oracle,
     b: (Bound<u64>, Bound<u64>),
     rng: &mut Rng,
-) {
+) where
+    for<'g> O::Ref<'g>: Id,
+{
     let want = o.range_bounds(b);
     let g = maple::pin();
     let mut it = t.range(b, &g);
@@ -667,13 +728,15 @@ impl CursorModel<'_> {
     }
 }
 
-fn check_cursor<T: Send + Sync + Id>(
+fn check_cursor<T: Send + Sync + 'static, O: Ownership<T>>(
     what: &str,
-    t: &MapleTree<T>,
+    t: &MapleTree<T, O>,
     all: &[Entry],
     start: u64,
     rng: &mut Rng,
-) {
+) where
+    for<'g> O::Ref<'g>: Id,
+{
     let g = maple::pin();
     let mut c = t.cursor(start, &g);
     let mut m = CursorModel {
@@ -710,9 +773,9 @@ fn check_cursor<T: Send + Sync + Id>(
     }
 }
 
-fn check_empty_area<T: Send + Sync>(
+fn check_empty_area<T: Send + Sync, O: Ownership<T>>(
     what: &str,
-    t: &MapleTree<T>,
+    t: &MapleTree<T, O>,
     o: &Oracle,
     rng: &mut Rng,
     domain: u64,
@@ -764,13 +827,15 @@ fn check_empty_area<T: Send + Sync>(
 }
 
 /// The full battery of read checks.
-fn check_reads<T: Send + Sync + Id>(
+fn check_reads<T: Send + Sync + 'static, O: Ownership<T>>(
     what: &str,
-    t: &MapleTree<T>,
+    t: &MapleTree<T, O>,
     o: &Oracle,
     seed: u64,
     domain: u64,
-) {
+) where
+    for<'g> O::Ref<'g>: Id,
+{
     let mut rng = Rng::new(seed);
     let all = o.entries();
     assert_same_entries(&format!("{what}: iter"), &entries_of(t), &all);
@@ -860,23 +925,35 @@ fn run_case(ops: &[Op], seed: u64, domain: u64) {
         seed,
         domain,
     );
+    check_reads(
+        "end of case (direct tree)",
+        &h.direct,
+        &h.oracle,
+        seed,
+        domain,
+    );
 
     // Dropping the tree drops every value still stored, exactly once.
     let Harness {
         tree,
+        direct,
         shared,
         drops,
+        drops_direct,
         next_id,
         ..
     } = h;
     drop(tree);
+    drop(direct);
     for id in 0..next_id {
-        assert_eq!(
-            drops.count(id),
-            1,
-            "after dropping the tree: value {id} dropped {} times",
-            drops.count(id)
-        );
+        for (table, which) in [(&drops, "boxed"), (&drops_direct, "direct")] {
+            assert_eq!(
+                table.count(id),
+                1,
+                "after dropping the {which} tree: value {id} dropped {} times",
+                table.count(id)
+            );
+        }
     }
     drop(shared);
 }

@@ -25,7 +25,15 @@ impl VmaLock {
         }
     }
 
-    /// Take a read lock if no writer has claimed the VMA.
+    /// Take a read lock if no writer has claimed the VMA, held until the
+    /// guard drops (as `lock_vma_under_rcu` and `vma_end_read` pair up).
+    #[inline]
+    pub(crate) fn try_read_guard(&self) -> Option<VmaReadGuard<'_>> {
+        self.try_read().then_some(VmaReadGuard(self))
+    }
+
+    /// Take a read lock if no writer has claimed the VMA; the caller
+    /// releases it with [`read_unlock`](Self::read_unlock).
     #[inline]
     pub(crate) fn try_read(&self) -> bool {
         let mut s = self.state.load(Ordering::Relaxed);
@@ -83,6 +91,19 @@ impl VmaLock {
     }
 }
 
+/// A read hold of a [`VmaLock`], released when dropped: the writer's
+/// wait for readers (`write_lock`) cannot be left waiting by a fault path
+/// that returns early or unwinds.
+#[must_use = "the read lock is released when the guard drops"]
+pub(crate) struct VmaReadGuard<'a>(&'a VmaLock);
+
+impl Drop for VmaReadGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.0.read_unlock();
+    }
+}
+
 /// A shuttle model of the fault fast path against a writer replacing the
 /// VMA (the real `VmaLock`, `Vma` and maple tree code, with shuttle's
 /// atomics). Run with
@@ -96,7 +117,7 @@ mod shuttle_model {
 
     use crate::flags::VmFlags;
     use crate::vma::Vma;
-    use maple::MapleTree;
+    use maple::{Direct, MapleTree};
 
     const START: u64 = 0x1000;
     const END: u64 = 0x3000;
@@ -113,7 +134,8 @@ mod shuttle_model {
     /// the new VMA; the writer's wait for readers terminates.
     fn scenario() {
         let rw = VmFlags::READ | VmFlags::WRITE;
-        let tree = Arc::new(MapleTree::new());
+        // The tree as the address space keeps it: the VMA's own Arc in the slot.
+        let tree = Arc::new(MapleTree::with_ownership(Direct));
         tree.write().store_range(START, END - 1, vma(rw)).unwrap();
         let published = Arc::new(AtomicBool::new(false));
         let done = Arc::new(AtomicBool::new(false));
@@ -122,7 +144,7 @@ mod shuttle_model {
             let (tree, published, done) = (tree.clone(), published.clone(), done.clone());
             thread::spawn(move || {
                 let g = maple::pin();
-                let old = Arc::clone(tree.load(START, &g).unwrap());
+                let old = tree.load(START, &g).unwrap().to_arc();
                 drop(g);
                 old.lock().write_lock();
                 published.store(true, Ordering::SeqCst);

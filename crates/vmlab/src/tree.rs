@@ -835,11 +835,9 @@ fn measure_bytes<S: Subject>(order: &[u64]) -> Result<Bytes, LabError> {
     // freed nodes, so the heap delta shows chunk growth and free-list
     // bookkeeping, not the nodes this build uses. For maple the total is
     // therefore counted exactly: the nodes in use (found by walking the
-    // tree) plus one `Arc` allocation per entry (two counters and the u64).
-    let total = match node {
-        Some(nodes) => nodes + n * (2 * std::mem::size_of::<usize>() + std::mem::size_of::<u64>()),
-        None => heap,
-    };
+    // tree). The values live in the slots themselves (`maple::Direct`),
+    // so the nodes are the whole structure.
+    let total = node.unwrap_or(heap);
     drop(tree);
     Ok(Bytes {
         total: total as f64 / n as f64,

@@ -16,8 +16,6 @@
 
 use std::sync::Arc;
 
-use maple::MapleTree;
-
 use super::{Trusted, VmaIndex};
 use crate::vma::Vma;
 
@@ -166,7 +164,7 @@ impl VmaIndex for LegacyIndex {
         }
     }
 
-    fn lockless(&self) -> Option<Arc<MapleTree<Arc<Vma>>>> {
+    fn lockless(&self) -> Option<Arc<super::MapleVmas>> {
         None
     }
 

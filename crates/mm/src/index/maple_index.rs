@@ -3,10 +3,10 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use maple::MapleTree;
+use maple::{ArcRef, Direct, MapleTree};
 
 use super::sharing::Sharing;
-use super::{uncovered, FaultHandle, Trusted, VmaIndex};
+use super::{uncovered, FaultHandle, MapleVmas, Trusted, VmaIndex};
 use crate::vma::Vma;
 
 /// VMAs in a [`MapleTree`], which faults may search with no lock.
@@ -22,7 +22,7 @@ use crate::vma::Vma;
 /// assert!(index.lockless().is_some());
 /// ```
 pub struct MapleIndex {
-    tree: Arc<MapleTree<Arc<Vma>>>,
+    tree: Arc<MapleVmas>,
     sharing: Arc<Sharing>,
     /// Set once [`VmaIndex::lockless`] has handed the tree out: code
     /// outside the index may then write it, so reads pin a grace period.
@@ -52,7 +52,7 @@ impl MapleIndex {
     /// An empty index.
     pub fn new() -> MapleIndex {
         MapleIndex {
-            tree: Arc::new(MapleTree::new()),
+            tree: Arc::new(MapleTree::with_ownership(Direct)),
             sharing: Arc::new(Sharing::default()),
             handed_out: AtomicBool::new(false),
         }
@@ -92,21 +92,21 @@ impl VmaIndex for MapleIndex {
 
     fn find(&self, addr: u64) -> Option<Arc<Vma>> {
         let guard = self.guard();
-        self.tree.load(addr, guard.get()).cloned()
+        self.tree.load(addr, guard.get()).map(ArcRef::to_arc)
     }
 
     fn find_next(&self, addr: u64) -> Option<Arc<Vma>> {
         let guard = self.guard();
         self.tree
             .find(addr, u64::MAX, guard.get())
-            .map(|(_, _, v)| Arc::clone(v))
+            .map(|(_, _, v)| v.to_arc())
     }
 
     fn find_prev(&self, addr: u64) -> Option<Arc<Vma>> {
         let guard = self.guard();
         self.tree
             .find_rev(addr.checked_sub(1)?, 0, guard.get())
-            .map(|(_, _, v)| Arc::clone(v))
+            .map(|(_, _, v)| v.to_arc())
     }
 
     fn overlapping(&self, start: u64, end: u64, out: &mut Vec<Arc<Vma>>) {
@@ -119,7 +119,7 @@ impl VmaIndex for MapleIndex {
         let guard = self.guard();
         let mut from = start;
         while let Some((_, last, v)) = self.tree.find(from, end - 1, guard.get()) {
-            out.push(Arc::clone(v));
+            out.push(v.to_arc());
             match last.checked_add(1) {
                 Some(next) if next < end => from = next,
                 _ => break,
@@ -134,8 +134,8 @@ impl VmaIndex for MapleIndex {
             // at fork, when nothing else holds it yet.
             if let Some(tree) = Arc::get_mut(&mut self.tree) {
                 let entries = new.iter().map(|v| (v.start(), v.end() - 1, Arc::clone(v)));
-                *tree =
-                    MapleTree::from_sorted(entries).expect("the caller keeps replace's conditions");
+                *tree = MapleTree::from_sorted_with(Direct, entries)
+                    .expect("the caller keeps replace's conditions");
                 return;
             }
         }
@@ -196,11 +196,11 @@ impl VmaIndex for MapleIndex {
     fn for_each(&self, f: &mut dyn FnMut(&Arc<Vma>)) {
         let guard = self.guard();
         for (_, _, v) in self.tree.iter(guard.get()) {
-            f(v)
+            v.with_arc(&mut *f)
         }
     }
 
-    fn lockless(&self) -> Option<Arc<MapleTree<Arc<Vma>>>> {
+    fn lockless(&self) -> Option<Arc<MapleVmas>> {
         // The caller may read, or write, from any thread: RCU writes and
         // pinned reads from now on.
         self.sharing.share();

@@ -13,7 +13,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use maple::MapleTree;
+use maple::{Direct, MapleTree};
 
 use crate::vma::Vma;
 use crate::Errno;
@@ -100,7 +100,7 @@ pub trait VmaIndex: Send + Sync {
     /// The tree that readers may search without `mmap_lock`, if this index
     /// supports lockless lookup. From then on every write is made so that
     /// readers on any thread are safe (RCU mode).
-    fn lockless(&self) -> Option<Arc<MapleTree<Arc<Vma>>>>;
+    fn lockless(&self) -> Option<Arc<MapleVmas>>;
 
     /// The address space's own lockless handle for its fault path, which
     /// keeps single-user writes in place until a second thread faults
@@ -115,6 +115,11 @@ pub trait VmaIndex: Send + Sync {
     fn validate(&self) -> Result<(), String>;
 }
 
+/// The maple tree of an address space: each slot holds the VMA's own
+/// `Arc` (no second allocation), so a lookup reaches the VMA through one
+/// pointer and counts no reference.
+pub type MapleVmas = MapleTree<Arc<Vma>, Direct>;
+
 /// Proof that the caller of [`VmaIndex::replace_trusted`] is this crate.
 #[derive(Debug)]
 pub struct Trusted(pub(crate) ());
@@ -123,7 +128,7 @@ pub struct Trusted(pub(crate) ());
 /// without `mmap_lock` (see [`VmaIndex::fault_handle`]).
 #[doc(hidden)]
 pub struct FaultHandle {
-    pub(crate) tree: Arc<MapleTree<Arc<Vma>>>,
+    pub(crate) tree: Arc<MapleVmas>,
     pub(crate) sharing: Arc<sharing::Sharing>,
 }
 

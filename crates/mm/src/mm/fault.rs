@@ -108,12 +108,10 @@ fn lockless_fault(
     addr: u64,
     access: Access,
 ) -> Option<Result<FaultPath, FaultError>> {
-    let vma = h.tree.load(addr, guard)?;
-    if !vma.lock().try_read() {
-        return None;
-    }
+    let vma = h.tree.load(addr, guard)?.get();
+    let held = vma.lock().try_read_guard()?;
     let verdict = check(vma, addr, access);
-    vma.lock().read_unlock();
+    drop(held);
     match verdict {
         Verdict::Ok => Some(Ok(FaultPath::VmaLock)),
         Verdict::Fail(e) => Some(Err(e)),

@@ -12,7 +12,9 @@ use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::sync::{PoisonError, RwLock};
 
-use maple::MapleTree;
+use std::num::NonZeroU64;
+
+use maple::{Direct, MapleTree};
 
 use super::workload::{first, index_of, last};
 use super::Impl;
@@ -113,44 +115,54 @@ impl Tally {
 
 // ---------------------------------------------------------------- maple --
 
+/// The maple trees' value: entry `i` stored as `i + 1` in the slot itself
+/// ([`Direct`]), as the kernel's tree stores a pointer and `BTreeMap` its
+/// value inline; no allocation per entry.
+type MapleU64 = MapleTree<NonZeroU64, Direct>;
+
+/// Entry `i`'s value as the maple trees store it.
+fn slot_value(i: u64) -> NonZeroU64 {
+    NonZeroU64::MIN.saturating_add(i)
+}
+
 /// The maple tree written through `&mut self` (no writer lock, frees at once).
-pub struct Maple(MapleTree<u64>);
+pub struct Maple(MapleU64);
 
 /// The maple tree written through `write()`: the shared-writer path with
 /// its lock, copy-on-write and deferred frees. A fresh `WriteGuard` per
 /// operation, as an mmap-style caller would take one per syscall.
-pub struct MapleShared(MapleTree<u64>);
+pub struct MapleShared(MapleU64);
 
-fn maple_load_sum(tree: &MapleTree<u64>, addrs: &[u64]) -> u64 {
+fn maple_load_sum(tree: &MapleU64, addrs: &[u64]) -> u64 {
     let guard = maple::pin();
     addrs
         .iter()
         .fold(0u64, |sum, &a| match tree.load(black_box(a), &guard) {
-            Some(&v) => sum.wrapping_add(black_box(v) + 1),
+            Some(v) => sum.wrapping_add(black_box(v.get())),
             None => sum,
         })
 }
 
-fn maple_load_pin_sum(tree: &MapleTree<u64>, addrs: &[u64]) -> u64 {
+fn maple_load_pin_sum(tree: &MapleU64, addrs: &[u64]) -> u64 {
     addrs.iter().fold(0u64, |sum, &a| {
         let guard = maple::pin();
         match tree.load(black_box(a), &guard) {
-            Some(&v) => sum.wrapping_add(black_box(v) + 1),
+            Some(v) => sum.wrapping_add(black_box(v.get())),
             None => sum,
         }
     })
 }
 
-fn maple_iter_sum(tree: &MapleTree<u64>) -> u64 {
+fn maple_iter_sum(tree: &MapleU64) -> u64 {
     let guard = maple::pin();
-    tree.iter(&guard).fold(0u64, |sum, (f, l, &v)| {
+    tree.iter(&guard).fold(0u64, |sum, (f, l, v)| {
         sum.wrapping_add(f)
             .wrapping_add(l)
-            .wrapping_add(black_box(v))
+            .wrapping_add(black_box(v.get() - 1))
     })
 }
 
-fn maple_gap_rev_sum(tree: &MapleTree<u64>, addrs: &[u64], size: u64) -> u64 {
+fn maple_gap_rev_sum(tree: &MapleU64, addrs: &[u64], size: u64) -> u64 {
     let guard = maple::pin();
     // An error (no gap) contributes 0, which no correct answer here equals.
     addrs.iter().fold(0u64, |sum, &a| {
@@ -161,7 +173,7 @@ fn maple_gap_rev_sum(tree: &MapleTree<u64>, addrs: &[u64], size: u64) -> u64 {
     })
 }
 
-fn maple_gap_fwd_sum(tree: &MapleTree<u64>, addrs: &[u64], size: u64) -> u64 {
+fn maple_gap_fwd_sum(tree: &MapleU64, addrs: &[u64], size: u64) -> u64 {
     let guard = maple::pin();
     addrs.iter().fold(0u64, |sum, &a| {
         sum.wrapping_add(black_box(
@@ -172,7 +184,7 @@ fn maple_gap_fwd_sum(tree: &MapleTree<u64>, addrs: &[u64], size: u64) -> u64 {
 }
 
 /// Implements the read half of [`Subject`] for a newtype around a
-/// `MapleTree<u64>`; both maple adapters read identically.
+/// `MapleU64`; both maple adapters read identically.
 macro_rules! maple_reads {
     () => {
         fn entries(&self) -> usize {
@@ -190,7 +202,7 @@ macro_rules! maple_reads {
     };
 }
 
-/// Implements [`Scan`] for a newtype around a `MapleTree<u64>`.
+/// Implements [`Scan`] for a newtype around a `MapleU64`.
 macro_rules! maple_scan {
     ($subject:ty) => {
         impl Scan for $subject {
@@ -213,10 +225,12 @@ maple_scan!(MapleShared);
 impl Subject for Maple {
     const IMPL: Impl = Impl::Maple;
     fn empty() -> Self {
-        Maple(MapleTree::new())
+        Maple(MapleTree::with_ownership(Direct))
     }
     fn insert(&mut self, i: u64) -> bool {
-        self.0.insert_range(first(i), last(i), i).is_ok()
+        self.0
+            .insert_range(first(i), last(i), slot_value(i))
+            .is_ok()
     }
     fn erase(&mut self, i: u64) -> bool {
         self.0.erase(first(i)) == Some((first(i), last(i)))
@@ -227,10 +241,13 @@ impl Subject for Maple {
 impl Subject for MapleShared {
     const IMPL: Impl = Impl::MapleShared;
     fn empty() -> Self {
-        MapleShared(MapleTree::new())
+        MapleShared(MapleTree::with_ownership(Direct))
     }
     fn insert(&mut self, i: u64) -> bool {
-        self.0.write().insert_range(first(i), last(i), i).is_ok()
+        self.0
+            .write()
+            .insert_range(first(i), last(i), slot_value(i))
+            .is_ok()
     }
     fn erase(&mut self, i: u64) -> bool {
         self.0.write().erase(first(i)) == Some((first(i), last(i)))
@@ -254,14 +271,18 @@ impl SharedSubject for MapleShared {
             // writer's retired nodes from ever being freed.
             let guard = maple::pin();
             for &a in chunk {
-                tally.record(a, self.0.load(black_box(a), &guard).copied());
+                tally.record(a, self.0.load(black_box(a), &guard).map(|v| v.get() - 1));
             }
         }
         tally
     }
     fn churn(&self, i: u64) -> bool {
         let erased = self.0.write().erase(first(i)) == Some((first(i), last(i)));
-        let stored = self.0.write().store_range(first(i), last(i), i).is_ok();
+        let stored = self
+            .0
+            .write()
+            .store_range(first(i), last(i), slot_value(i))
+            .is_ok();
         erased && stored
     }
 }
