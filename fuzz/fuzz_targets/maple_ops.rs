@@ -399,7 +399,7 @@ impl Model {
         } else {
             gaps.iter().find(|g| fits(g)).map(|&(a, _)| a)
         };
-        hit.ok_or(Error::Busy)
+        hit.ok_or(Error::NoSpace)
     }
 
     /// The k-th entry's first or last index, plus `d`.

@@ -64,9 +64,9 @@ fn an_exclusive_erase_drops_every_other_value() {
 #[test]
 fn an_unshared_writer_drops_every_other_value() {
     let (tree, dropped) = tree_with_bomb(3);
-    // SAFETY: this thread is the tree's only user and holds no reference
-    // read from it.
     let r = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: this thread is the tree's only user and holds no
+        // reference read from it.
         unsafe { tree.write_unshared() }.erase_range(0, N * 10)
     }));
     assert!(r.is_err());

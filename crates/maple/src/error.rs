@@ -24,9 +24,9 @@ pub enum Error {
     InvalidArgument(&'static str),
     /// `insert_range` over an index that already has an entry (`EEXIST`).
     Exists,
-    /// No free area of the requested size (`EBUSY`, as the kernel's
-    /// `mas_empty_area` returns).
-    Busy,
+    /// No free area of the requested size in the given bounds (`EBUSY`,
+    /// as the kernel's `mas_empty_area` returns).
+    NoSpace,
     /// `from_sorted` input that is not ascending and non-overlapping
     /// (`EINVAL`).
     Unsorted,
@@ -38,7 +38,7 @@ impl Error {
         match self {
             Error::InvalidRange { .. } | Error::InvalidArgument(_) | Error::Unsorted => 22,
             Error::Exists => 17,
-            Error::Busy => 16,
+            Error::NoSpace => 16,
         }
     }
 }
@@ -51,10 +51,36 @@ impl fmt::Display for Error {
             }
             Error::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
             Error::Exists => f.write_str("range is already occupied"),
-            Error::Busy => f.write_str("no free area of that size in the given bounds"),
+            Error::NoSpace => f.write_str("no free area of that size in the given bounds"),
             Error::Unsorted => f.write_str("input ranges are not ascending and non-overlapping"),
         }
     }
 }
 
 impl std::error::Error for Error {}
+
+/// A broken tree invariant found by [`MapleTree::validate`](crate::MapleTree::validate):
+/// which one, and where (node, slot, index), in words.
+///
+/// ```
+/// let tree: maple::MapleTree<u8> = maple::MapleTree::new();
+/// let checked: Result<(), maple::Invalid> = tree.validate();
+/// assert!(checked.is_ok());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid(pub(crate) String);
+
+impl Invalid {
+    /// The description of the broken invariant.
+    pub fn message(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Invalid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "maple tree invariant broken: {}", self.0)
+    }
+}
+
+impl std::error::Error for Invalid {}

@@ -49,7 +49,7 @@ pub struct Cursor<'g, T, O: Ownership<T> = Boxed> {
     prev_below: u64,
 }
 
-impl<'g, T: Send + Sync, O: Ownership<T>> Cursor<'g, T, O> {
+impl<'g, T, O: Ownership<T>> Cursor<'g, T, O> {
     pub(crate) fn new(tree: &'g MapleTree<T, O>, index: u64) -> Self {
         let mut c = Cursor {
             tree,
@@ -124,7 +124,7 @@ pub struct Iter<'g, T, O: Ownership<T> = Boxed> {
     bounds: Option<(u64, u64)>,
 }
 
-impl<'g, T: Send + Sync, O: Ownership<T>> Iter<'g, T, O> {
+impl<'g, T, O: Ownership<T>> Iter<'g, T, O> {
     pub(crate) fn new<R: RangeBounds<u64>>(tree: &'g MapleTree<T, O>, range: R) -> Self {
         let lo = match range.start_bound() {
             Bound::Included(&a) => Some(a),
@@ -168,7 +168,7 @@ impl<'g, T: Send + Sync, O: Ownership<T>> Iter<'g, T, O> {
     }
 }
 
-impl<'g, T: Send + Sync, O: Ownership<T>> Iterator for Iter<'g, T, O> {
+impl<'g, T, O: Ownership<T>> Iterator for Iter<'g, T, O> {
     type Item = (u64, u64, O::Ref<'g>);
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -178,7 +178,7 @@ impl<'g, T: Send + Sync, O: Ownership<T>> Iterator for Iter<'g, T, O> {
     }
 }
 
-impl<'g, T: Send + Sync, O: Ownership<T>> DoubleEndedIterator for Iter<'g, T, O> {
+impl<'g, T, O: Ownership<T>> DoubleEndedIterator for Iter<'g, T, O> {
     fn next_back(&mut self) -> Option<Self::Item> {
         let (lo, hi) = self.bounds?;
         let found = self.tree.seek_rev(&mut self.back, hi, lo);
@@ -186,9 +186,9 @@ impl<'g, T: Send + Sync, O: Ownership<T>> DoubleEndedIterator for Iter<'g, T, O>
     }
 }
 
-impl<'g, T: Send + Sync, O: Ownership<T>> std::iter::FusedIterator for Iter<'g, T, O> {}
+impl<'g, T, O: Ownership<T>> std::iter::FusedIterator for Iter<'g, T, O> {}
 
-impl<T: Send + Sync, O: Ownership<T>> MapleTree<T, O> {
+impl<T, O: Ownership<T>> MapleTree<T, O> {
     /// A cursor positioned at `index` (see [`Cursor::seek`]).
     pub fn cursor<'g>(&'g self, index: u64, _guard: &'g Guard) -> Cursor<'g, T, O> {
         Cursor::new(self, index)

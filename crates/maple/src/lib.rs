@@ -61,14 +61,14 @@ mod sync;
 mod tree;
 mod write;
 
-pub use error::Error;
+pub use error::{Error, Invalid};
 pub use iter::{Cursor, Iter};
 pub use node::NODE_SIZE;
 pub use ownership::{ArcRef, Boxed, Direct, Ownership};
 pub use slab::node_memory_reserved;
 pub use sync::{pin, unprotected, Guard};
 pub use tree::{MapleTree, MemStats};
-pub use write::WriteGuard;
+pub use write::{WriteGuard, Writer};
 
 #[cfg(all(test, not(vmscale_shuttle)))]
 mod drop_tests;

@@ -115,9 +115,9 @@ pub unsafe trait Ownership<T> {
 pub struct Boxed;
 
 // SAFETY: the word is an `Arc<T>`'s pointer; it lives until its last
-// count is dropped (one per `into_word` and `share`), and `T: Send + Sync`
-// (required of every tree that reads or writes) makes the count and the
-// value usable from any thread.
+// count is dropped (one per `into_word` and `share`). Values reach other
+// threads only through a tree that is `Send` or `Sync`, which it is only
+// for `T: Send + Sync`, as an `Arc<T>` would be.
 unsafe impl<T> Ownership<T> for Boxed {
     type Ref<'g>
         = &'g T

@@ -149,3 +149,19 @@ fn static_references_are_stored_as_they_are() {
     let v = tree.load(12, &g).unwrap();
     assert!(std::ptr::eq(v, &NAMES[1]));
 }
+
+#[test]
+fn single_threaded_values_need_not_be_send() {
+    use std::rc::Rc;
+    let a = Rc::new(1);
+    let mut tree = MapleTree::new();
+    tree.store_range(0, 9, Rc::clone(&a)).unwrap();
+    tree.store_range(3, 4, Rc::new(2)).unwrap(); // splits: two pieces share `a`'s box
+    let g = crate::pin();
+    let got: Vec<_> = tree.iter(&g).map(|(f, l, v)| (f, l, **v)).collect();
+    assert_eq!(got, [(0, 2, 1), (3, 4, 2), (5, 9, 1)]);
+    assert_eq!(Rc::strong_count(&a), 2);
+    drop(g);
+    drop(tree);
+    assert_eq!(Rc::strong_count(&a), 1);
+}

@@ -17,8 +17,44 @@ pub(crate) use shuttle::sync::atomic::{fence, AtomicPtr, AtomicU64, AtomicUsize,
 #[cfg(vmscale_shuttle)]
 pub(crate) use shuttle::sync::{Mutex, MutexGuard};
 
+/// A grace period of the trees' collector, from [`pin`]: while it lives,
+/// nothing a reader reached through any tree is freed.
+///
+/// A guard of some other crossbeam collector would not hold back the
+/// trees' frees, so the reads take this type, which only [`pin`] (and the
+/// unsafe [`unprotected`]) make: the compiler, not a comment, keeps a read
+/// inside a grace period that protects it.
 #[cfg(not(vmscale_shuttle))]
-pub use crossbeam_epoch::Guard;
+#[derive(Debug)]
+#[repr(transparent)]
+pub struct Guard(crossbeam_epoch::Guard);
+
+#[cfg(not(vmscale_shuttle))]
+impl Guard {
+    /// Announces a quiescent state: this thread holds nothing it read
+    /// under the guard, so grace periods may move past it; the guard stays
+    /// pinned (cheaper than dropping it and pinning again).
+    ///
+    /// ```
+    /// let mut tree = maple::MapleTree::new();
+    /// tree.store_range(0, 9, 1).unwrap();
+    /// let mut guard = maple::pin();
+    /// for _ in 0..3 {
+    ///     assert_eq!(tree.load(5, &guard), Some(&1));
+    ///     guard.repin(); // the reference above is no longer used
+    /// }
+    /// ```
+    pub fn repin(&mut self) {
+        self.0.repin()
+    }
+
+    /// Moves this thread's deferred frees to the collector and tries to
+    /// run what is due, so a thread that holds a guard for long still
+    /// lets memory go.
+    pub fn flush(&self) {
+        self.0.flush()
+    }
+}
 
 /// Pins the current thread for a grace period.
 ///
@@ -34,7 +70,7 @@ pub use crossbeam_epoch::Guard;
 /// ```
 #[cfg(not(vmscale_shuttle))]
 pub fn pin() -> Guard {
-    crossbeam_epoch::pin()
+    Guard(crossbeam_epoch::pin())
 }
 
 /// Called by a reader before it reads again after meeting a leaf in
@@ -70,7 +106,9 @@ pub(crate) fn retry_pause() {
 pub unsafe fn unprotected() -> &'static Guard {
     // SAFETY: per the contract, nothing is freed while the guard is used;
     // the tree never defers through a reader's guard.
-    unsafe { crossbeam_epoch::unprotected() }
+    let inner: &'static crossbeam_epoch::Guard = unsafe { crossbeam_epoch::unprotected() };
+    // SAFETY: `Guard` is a `repr(transparent)` wrapper of crossbeam's.
+    unsafe { &*(inner as *const crossbeam_epoch::Guard).cast::<Guard>() }
 }
 
 /// Runs `f` once no thread can still hold a reference obtained before this
@@ -84,13 +122,21 @@ pub(crate) unsafe fn defer<F: FnOnce()>(guard: &Guard, f: F) {
     // SAFETY: the caller guarantees `f` touches only unlinked memory and is
     // sendable in spirit (it frees nodes and drops `T: Send + Sync + 'static`
     // values); crossbeam runs it after every pinned thread has moved on.
-    unsafe { guard.defer_unchecked(f) }
+    unsafe { guard.0.defer_unchecked(f) }
 }
 
 /// Shuttle stand-in for a grace-period guard: it does nothing, because in
 /// this configuration nothing is ever freed while the process runs.
 #[cfg(vmscale_shuttle)]
 pub struct Guard(());
+
+#[cfg(vmscale_shuttle)]
+impl Guard {
+    /// Shuttle stand-in: nothing to announce.
+    pub fn repin(&mut self) {}
+    /// Shuttle stand-in: nothing to free.
+    pub fn flush(&self) {}
+}
 
 /// Shuttle stand-in for [`crossbeam_epoch::pin`].
 #[cfg(vmscale_shuttle)]

@@ -1,6 +1,6 @@
 //! The tree type and its read side: lookups, searches and statistics.
 
-use crate::error::Error;
+use crate::error::{Error, Invalid};
 use crate::node::{gap_size, value, Item, NodePtr, INTERNAL_MIN, LEAF_MIN, LEAF_SLOTS, NODE_SIZE};
 use crate::ownership::{Boxed, Ownership};
 use crate::path::Path;
@@ -116,7 +116,7 @@ impl<T, O: Ownership<T>> Default for MapleTree<T, O> {
     }
 }
 
-impl<T: Send + Sync> MapleTree<T> {
+impl<T> MapleTree<T> {
     /// Creates an empty tree that keeps each value in an allocation of its
     /// own ([`Boxed`](crate::Boxed));
     /// [`with_ownership(Direct)`](MapleTree::with_ownership) makes one for
@@ -143,7 +143,7 @@ impl<T: Send + Sync> MapleTree<T> {
     }
 }
 
-impl<T: Send + Sync, O: Ownership<T>> MapleTree<T, O> {
+impl<T, O: Ownership<T>> MapleTree<T, O> {
     /// Creates an empty tree that holds its values as `ownership` says.
     ///
     /// ```
@@ -481,7 +481,7 @@ impl<T: Send + Sync, O: Ownership<T>> MapleTree<T, O> {
     /// is smaller than `size` are skipped.
     ///
     /// Errors: [`Error::InvalidArgument`] if `size` is 0 or `min > max`;
-    /// [`Error::Busy`] if no such area exists.
+    /// [`Error::NoSpace`] if no such area exists.
     ///
     /// Under concurrent shared writes the answer was free in a leaf that was
     /// live when it was read; gap records are hints that the search verifies.
@@ -493,7 +493,7 @@ impl<T: Send + Sync, O: Ownership<T>> MapleTree<T, O> {
     /// let g = maple::pin();
     /// assert_eq!(tree.empty_area(0, 1000, 10, &g), Ok(100));
     /// assert_eq!(tree.empty_area(0, 1000, 11, &g), Ok(200));
-    /// assert_eq!(tree.empty_area(0, 150, 11, &g), Err(maple::Error::Busy));
+    /// assert_eq!(tree.empty_area(0, 150, 11, &g), Err(maple::Error::NoSpace));
     /// ```
     pub fn empty_area(&self, min: u64, max: u64, size: u64, _guard: &Guard) -> Result<u64, Error> {
         self.gap_search(min, max, size, false)
@@ -527,7 +527,7 @@ impl<T: Send + Sync, O: Ownership<T>> MapleTree<T, O> {
             return Err(Error::InvalidArgument("min must not exceed max"));
         }
         if size - 1 > max - min {
-            return Err(Error::Busy);
+            return Err(Error::NoSpace);
         }
         loop {
             let Some(root) = self.root_node() else {
@@ -541,7 +541,7 @@ impl<T: Send + Sync, O: Ownership<T>> MapleTree<T, O> {
             };
             match want.search(root, 0, u64::MAX) {
                 Search::Found(a) => return Ok(a),
-                Search::NotFound => return Err(Error::Busy),
+                Search::NotFound => return Err(Error::NoSpace),
                 Search::Stale => crate::sync::retry_pause(),
             }
         }
@@ -601,7 +601,12 @@ impl<T: Send + Sync, O: Ownership<T>> MapleTree<T, O> {
     /// tree.store_range(1, 2, ()).unwrap();
     /// assert_eq!(tree.validate(), Ok(()));
     /// ```
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), Invalid> {
+        self.check_invariants().map_err(Invalid)
+    }
+
+    /// The walk behind [`validate`](MapleTree::validate).
+    fn check_invariants(&self) -> Result<(), String> {
         let _guard = crate::pin();
         let Some(root) = self.root_node() else {
             return match self.len() {
@@ -872,7 +877,7 @@ impl<T, O: Ownership<T>> Drop for MapleTree<T, O> {
     }
 }
 
-impl<T: Send + Sync, O: Ownership<T>> Clone for MapleTree<T, O> {
+impl<T, O: Ownership<T>> Clone for MapleTree<T, O> {
     /// Duplicates the tree node by node, the way `fork` copies an address
     /// space: same shape, values shared (each `T` is reference-counted, not
     /// cloned). Takes the writer lock, so it sees no half-made shared write.
@@ -916,7 +921,7 @@ impl<T: Send + Sync, O: Ownership<T>> Clone for MapleTree<T, O> {
     }
 }
 
-impl<T: Send + Sync, O: Ownership<T>> std::fmt::Debug for MapleTree<T, O>
+impl<T, O: Ownership<T>> std::fmt::Debug for MapleTree<T, O>
 where
     for<'g> O::Ref<'g>: std::fmt::Debug,
 {

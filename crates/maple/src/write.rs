@@ -89,6 +89,7 @@ use crate::node::{
 use crate::path::{Level, Path};
 use crate::sync::{defer, Guard, MutexGuard, Ordering};
 use crate::{Boxed, MapleTree, Ownership};
+use std::ops::RangeInclusive;
 use std::ptr;
 
 /// A writer's working memory, kept with the tree behind its writer lock
@@ -335,7 +336,7 @@ fn check_range(first: u64, last: u64) -> Result<(), Error> {
     }
 }
 
-impl<T: Send + Sync, O: Ownership<T>> MapleTree<T, O> {
+impl<T, O: Ownership<T>> MapleTree<T, O> {
     /// Runs an exclusive write with the tree's scratch space (no locking:
     /// `&mut self` already excludes every other access).
     fn exclusive<R>(&mut self, write: impl FnOnce(&Self, &mut Scratch) -> R) -> R {
@@ -1043,7 +1044,7 @@ impl Rebuild<'_, '_> {
     }
 }
 
-impl<T: Send + Sync, O: Ownership<T>> MapleTree<T, O> {
+impl<T, O: Ownership<T>> MapleTree<T, O> {
     /// Stores `value` over `[first, last]`, overwriting whatever was there.
     /// An entry only partly covered keeps its uncovered part(s); when the
     /// write lands inside an entry, both remaining pieces share its value.
@@ -1211,6 +1212,46 @@ impl<T: Send + Sync, O: Ownership<T>> MapleTree<T, O> {
     }
 }
 
+/// Stores each `(range, value)` in turn, as
+/// [`store_range`](MapleTree::store_range) does: a later entry overwrites
+/// what it covers of an earlier one, and an empty range (`5..=3`) stores
+/// nothing (its value is dropped). A non-empty range cannot be refused, so
+/// nothing is lost.
+///
+/// ```
+/// let mut tree = maple::MapleTree::new();
+/// tree.extend([(0..=99, 'a'), (40..=59, 'b'), (9..=1, 'x')]);
+/// let g = maple::pin();
+/// assert_eq!(tree.iter(&g).collect::<Vec<_>>(), [(0, 39, &'a'), (40, 59, &'b'), (60, 99, &'a')]);
+/// ```
+impl<T, O: Ownership<T>> Extend<(RangeInclusive<u64>, T)> for MapleTree<T, O> {
+    fn extend<I: IntoIterator<Item = (RangeInclusive<u64>, T)>>(&mut self, entries: I) {
+        for (range, value) in entries {
+            if !range.is_empty() {
+                // Cannot fail: the only refusal of a store is a range whose
+                // first index is above its last.
+                let _ = self.store_range(*range.start(), *range.end(), value);
+            }
+        }
+    }
+}
+
+/// A tree of the given entries, stored in turn as by [`Extend`].
+///
+/// ```
+/// use maple::{Direct, MapleTree};
+/// let ids: MapleTree<u32, Direct> = (0..10u32).map(|i| (i as u64 * 10..=i as u64 * 10 + 4, i)).collect();
+/// assert_eq!(ids.len(), 10);
+/// assert_eq!(ids.load(93, &maple::pin()), Some(9));
+/// ```
+impl<T, O: Ownership<T>> FromIterator<(RangeInclusive<u64>, T)> for MapleTree<T, O> {
+    fn from_iter<I: IntoIterator<Item = (RangeInclusive<u64>, T)>>(entries: I) -> Self {
+        let mut tree = MapleTree::default();
+        tree.extend(entries);
+        tree
+    }
+}
+
 impl<T: Send + Sync + 'static, O: Ownership<T> + 'static> MapleTree<T, O> {
     /// Takes the tree's writer lock and returns a handle for writes that
     /// may run while readers on other threads are active. Writes through
@@ -1324,5 +1365,66 @@ impl<T: Send + Sync + 'static, O: Ownership<T> + 'static> WriteGuard<'_, T, O> {
     /// As [`MapleTree::erase_range`], visible to concurrent readers.
     pub fn erase_range(&mut self, first: u64, last: u64) -> Result<(), Error> {
         self.shared(|t, s, a| t.apply(s, first, last, None, a, false))
+    }
+}
+
+/// The writes of a tree, the same through `&mut MapleTree` (exclusive:
+/// in place, frees at once) and through a [`WriteGuard`] (beside
+/// readers), for code that works with either. Each method is the
+/// inherent one of the same name.
+///
+/// ```
+/// use maple::{MapleTree, Writer};
+///
+/// fn map_two<W: Writer<&'static str>>(w: &mut W) {
+///     w.insert_range(0, 9, "text").unwrap();
+///     w.store_range(20, 29, "data").unwrap();
+/// }
+///
+/// let mut alone = MapleTree::new();
+/// map_two(&mut alone);
+/// let shared = MapleTree::new();
+/// map_two(&mut shared.write());
+/// let g = maple::pin();
+/// assert!(alone.iter(&g).eq(shared.iter(&g)));
+/// ```
+pub trait Writer<T> {
+    /// See [`MapleTree::store_range`].
+    fn store_range(&mut self, first: u64, last: u64, value: T) -> Result<(), Error>;
+    /// See [`MapleTree::insert_range`].
+    fn insert_range(&mut self, first: u64, last: u64, value: T) -> Result<(), Error>;
+    /// See [`MapleTree::erase`].
+    fn erase(&mut self, index: u64) -> Option<(u64, u64)>;
+    /// See [`MapleTree::erase_range`].
+    fn erase_range(&mut self, first: u64, last: u64) -> Result<(), Error>;
+}
+
+impl<T, O: Ownership<T>> Writer<T> for MapleTree<T, O> {
+    fn store_range(&mut self, first: u64, last: u64, value: T) -> Result<(), Error> {
+        MapleTree::store_range(self, first, last, value)
+    }
+    fn insert_range(&mut self, first: u64, last: u64, value: T) -> Result<(), Error> {
+        MapleTree::insert_range(self, first, last, value)
+    }
+    fn erase(&mut self, index: u64) -> Option<(u64, u64)> {
+        MapleTree::erase(self, index)
+    }
+    fn erase_range(&mut self, first: u64, last: u64) -> Result<(), Error> {
+        MapleTree::erase_range(self, first, last)
+    }
+}
+
+impl<T: Send + Sync + 'static, O: Ownership<T> + 'static> Writer<T> for WriteGuard<'_, T, O> {
+    fn store_range(&mut self, first: u64, last: u64, value: T) -> Result<(), Error> {
+        WriteGuard::store_range(self, first, last, value)
+    }
+    fn insert_range(&mut self, first: u64, last: u64, value: T) -> Result<(), Error> {
+        WriteGuard::insert_range(self, first, last, value)
+    }
+    fn erase(&mut self, index: u64) -> Option<(u64, u64)> {
+        WriteGuard::erase(self, index)
+    }
+    fn erase_range(&mut self, first: u64, last: u64) -> Result<(), Error> {
+        WriteGuard::erase_range(self, first, last)
     }
 }

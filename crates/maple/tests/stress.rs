@@ -744,9 +744,11 @@ fn check_empty_area(
                 _ => {}
             }
         }
-        Err(Error::Busy) => {
+        Err(Error::NoSpace) => {
             if let Ok(h) = perm_free {
-                sh.report(format!("{what} = Busy, but [{h}, +{size}) is always free"));
+                sh.report(format!(
+                    "{what} = NoSpace, but [{h}, +{size}) is always free"
+                ));
             }
         }
         Err(e) => sh.report(format!("{what} = Err({e:?})")),

@@ -55,6 +55,9 @@ pub fn net_allocated<R>(f: impl FnOnce() -> R) -> (R, usize) {
     (r, if net > usize::MAX / 2 { 0 } else { net })
 }
 
+// SAFETY: every method forwards to `System` with the caller's own
+// arguments, so `System`'s guarantees are this allocator's; the counting
+// touches only atomics.
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract for

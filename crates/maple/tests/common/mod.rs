@@ -258,7 +258,7 @@ impl Oracle {
                 return Ok(gs);
             }
         }
-        Err(Error::Busy)
+        Err(Error::NoSpace)
     }
 
     /// Highest such start.
@@ -271,7 +271,7 @@ impl Oracle {
                 return Ok(ge - (size - 1));
             }
         }
-        Err(Error::Busy)
+        Err(Error::NoSpace)
     }
 
     /// Interesting indices: entry boundaries and their neighbours.

@@ -216,7 +216,7 @@ impl VmaIndex for MapleIndex {
     }
 
     fn validate(&self) -> Result<(), String> {
-        self.tree.validate()?;
+        self.tree.validate().map_err(|e| e.to_string())?;
         let guard = maple::pin();
         for (first, last, v) in self.tree.iter(&guard) {
             if first != v.start() || last + 1 != v.end() {

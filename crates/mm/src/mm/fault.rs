@@ -188,7 +188,8 @@ impl Mm {
     /// freed: the guard delays reclamation, never correctness, and no
     /// call of this crate waits for a grace period, so holding it across
     /// other calls (`mmap`, `munmap`, the `mmap_lock` fallback) cannot
-    /// deadlock. Only a guard from [`maple::pin`] protects the tree.
+    /// deadlock. The guard is the tree's own type, which only
+    /// [`maple::pin`] makes, so it always protects the tree.
     ///
     /// ```
     /// use mm::{Access, FaultPath, MapFlags, Mm, MmConfig, Prot};

@@ -116,7 +116,7 @@ fn raw(ret: i64) -> i64 {
 /// Run one command; the raw result, or `-errno`.
 fn run(cmd: &[u64; CMD_WORDS], devzero: i32) -> i64 {
     let [op, a0, a1, a2, a3, a4, a5] = *cmd;
-    // SAFETY (all arms): raw system calls on addresses the parent chose
+    // SAFETY: (all arms) raw system calls on addresses the parent chose
     // inside its test window or mappings it created; none of them touches
     // memory this process uses after it reported ready.
     unsafe {
