@@ -16,7 +16,7 @@
 //!   kernel locks `anon_vma->root->rwsem`). It guards every tree of the
 //!   family, which is why forked tasks of one parent all contend on it.
 //!
-//! # The rule (DESIGN §1.3)
+//! # The end-only rule
 //!
 //! A chain entry is keyed by the first page offset of its VMA and stores
 //! the last one beside the key. An adjustment that only moves a VMA's end
@@ -56,8 +56,9 @@ use crate::lockstat::LockClass;
 /// How address spaces treat anon_vmas.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct AnonConfig {
-    /// DESIGN §1.3's rule: an adjustment that only moves a VMA's end takes
-    /// no anon_vma lock. On by default.
+    /// The end-only rule: an adjustment that only moves a VMA's end takes
+    /// no anon_vma lock (its chain entries are keyed by their first page,
+    /// which does not move; see the module). On by default.
     pub rule: bool,
     /// The lock every new anon_vma family gets.
     pub lock: LockKind,

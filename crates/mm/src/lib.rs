@@ -21,8 +21,9 @@
 //!
 //! Every file keeps a reverse map of the VMAs that map it ([`imap`], in
 //! one of five designs, over the interval trees of [`itree`]), and
-//! anonymous memory has its anon_vma chains ([`anon`], with DESIGN
-//! §1.3's locking rule); their locks are [`lock`]'s kernel-style rwsems,
+//! anonymous memory has its anon_vma chains ([`anon`], whose end-only
+//! rule lets an adjustment that only moves a VMA's end skip the anon_vma
+//! lock); their locks are [`lock`]'s kernel-style rwsems,
 //! grouped by a real or emulated NUMA [`topology`]. Every address-space
 //! edit keeps both reverse maps in step (docs/rmap.md).
 //!

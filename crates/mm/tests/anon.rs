@@ -1,4 +1,4 @@
-//! anon_vma chains and the §1.3 locking rule, counted with the calling
+//! anon_vma chains and the end-only locking rule, counted with the calling
 //! thread's lock statistics.
 
 use std::sync::Arc;

@@ -210,7 +210,7 @@ fn kernbench_makes_its_calls_in_processes_mode_only() {
     assert_eq!(seen.len(), 4);
 }
 
-/// The acceptance check of DESIGN §1.3's rule: with the rule on, the
+/// The acceptance check of the anon_vma end-only rule: with the rule on, the
 /// aim7 tasks' end-only heap growth and shrink take no anon_vma lock at
 /// all; with it off, each growth takes it once (and each shrink once), so
 /// an op (one grow plus one shrink) takes it exactly twice.

@@ -21,8 +21,8 @@ use crate::LabError;
 /// build in seconds.
 pub const MAX_SIZE: usize = 10_000_000;
 /// Tree sizes unless `--sizes` is given: a lightly shared file, a busy
-/// one, libc on a large machine running exec-heavy work (DESIGN.md §1.2),
-/// and a stress size.
+/// one, libc on a large machine running exec-heavy work (thousands of
+/// processes each mapping libc's segments), and a stress size.
 pub const DEFAULT_SIZES: [usize; 4] = [100, 1_000, 6_000, 50_000];
 /// Tree sizes with `--quick`.
 pub const QUICK_SIZES: [usize; 3] = [100, 1_000, 6_000];

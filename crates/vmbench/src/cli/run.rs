@@ -91,7 +91,7 @@ pub struct RunArgs {
     #[arg(long, value_delimiter = ',', value_parser = super::named(&LockKind::ALL, LockKind::name))]
     pub lock: Option<Vec<LockKind>>,
 
-    /// DESIGN §1.3's anon_vma rule, comma separated: on (an adjustment that
+    /// The anon_vma end-only rule, comma separated: on (an adjustment that
     /// only moves a VMA's end takes no anon_vma lock), off (every
     /// adjustment takes it). [default: on]
     #[arg(long, value_delimiter = ',', value_parser = super::named(&[true, false], run::rule_name))]

@@ -365,7 +365,7 @@ impl Fixture {
                 // allocation makes a heap VMA of its own, whose first
                 // write fault gives it an anon_vma of its own (the
                 // inherited neighbour's cannot be shared either). That VMA is the one the task then grows
-                // and shrinks at its end, which is what the §1.3 rule is
+                // and shrinks at its end, which is what the end-only rule is
                 // about.
                 for _ in 0..spec.threads {
                     let task = parent.fork();
