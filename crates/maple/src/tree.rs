@@ -152,8 +152,7 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
     /// tree.store_range(0, 9, Arc::new(5)).unwrap();
     /// assert_eq!(*tree.load(4, &maple::pin()).unwrap(), 5);
     /// ```
-    pub fn with_ownership(ownership: O) -> Self {
-        let _ = ownership;
+    pub fn with_ownership(_ownership: O) -> Self {
         Self::default()
     }
 

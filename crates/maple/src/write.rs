@@ -656,8 +656,7 @@ impl Rebuild<'_, '_> {
             let keeps = usize::from(node == l.node && s == l.slot && left_keep)
                 + usize::from(node == r.node && s == r.slot && right_keep);
             match keeps {
-                0 if O::RELEASES => self.retired.values.push(q),
-                0 => {}
+                0 => self.retired.values.push(q),
                 1 => {}
                 // SAFETY: `q` is a live value of this tree; the writer is
                 // the only one who changes reference counts.
@@ -1031,7 +1030,8 @@ impl Rebuild<'_, '_> {
                     unsafe { defer(guard, move || n.free()) };
                 }
                 // Values with nothing to release (inline, `'static`)
-                // defer nothing.
+                // defer nothing; exclusive writes skip them in
+                // `value::release_all`.
                 let values = self.retired.values.drain(..).filter(|_| O::RELEASES);
                 for v in values {
                     // SAFETY: this reference is unlinked; it is released

@@ -125,6 +125,11 @@ fn slot_value(i: u64) -> NonZeroU64 {
     NonZeroU64::MIN.saturating_add(i)
 }
 
+/// The entry index a maple slot value stands for (inverse of [`slot_value`]).
+fn slot_index(v: NonZeroU64) -> u64 {
+    v.get() - 1
+}
+
 /// The maple tree written through `&mut self` (no writer lock, frees at once).
 pub struct Maple(MapleU64);
 
@@ -158,7 +163,7 @@ fn maple_iter_sum(tree: &MapleU64) -> u64 {
     tree.iter(&guard).fold(0u64, |sum, (f, l, v)| {
         sum.wrapping_add(f)
             .wrapping_add(l)
-            .wrapping_add(black_box(v.get() - 1))
+            .wrapping_add(black_box(slot_index(v)))
     })
 }
 
@@ -271,7 +276,7 @@ impl SharedSubject for MapleShared {
             // writer's retired nodes from ever being freed.
             let guard = maple::pin();
             for &a in chunk {
-                tally.record(a, self.0.load(black_box(a), &guard).map(|v| v.get() - 1));
+                tally.record(a, self.0.load(black_box(a), &guard).map(slot_index));
             }
         }
         tally
