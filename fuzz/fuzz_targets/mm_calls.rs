@@ -60,13 +60,12 @@ use std::sync::Arc;
 
 use arbitrary::{Arbitrary, Unstructured};
 use libfuzzer_sys::fuzz_target;
-use mm::anon::{AnonConfig, AnonVma};
-use mm::file::FileMode;
-use mm::imap::{ImapConfig, ImapDesign};
-use mm::itree::ItreeKind;
+use mm::anon::AnonVma;
+use mm::policy::{ImapDesign, Policy};
+use mm::policy::ItreeKind;
 use mm::procmaps::{MapsEntry, SmapsEntry};
 use mm::{
-    Access, Errno, File, Image, IndexKind, Layout, MapFlags, Mm, MmConfig, MremapFlags, Prot,
+    Access, Errno, File, FileMode, Image, IndexKind, Layout, MapFlags, Mm, MremapFlags, Prot,
     Segment, Vma, PAGE_SIZE, PMD_SIZE,
 };
 
@@ -536,18 +535,24 @@ struct Run {
     files: Vec<Arc<File>>,
 }
 
-fn files(setup: &Setup) -> Vec<Arc<File>> {
-    let imap = ImapConfig {
-        design: ImapDesign::ALL[usize::from(setup.imap_design) % ImapDesign::ALL.len()],
-        tree: if setup.rb_itree {
+/// The run's policy: every address space and file of it is made under it.
+fn policy(setup: &Setup, kind: IndexKind) -> Arc<Policy> {
+    Arc::new(Policy {
+        index: kind,
+        imap: ImapDesign::ALL[usize::from(setup.imap_design) % ImapDesign::ALL.len()],
+        itree: if setup.rb_itree {
             ItreeKind::Rb
         } else {
             ItreeKind::BTree
         },
-        ..ImapConfig::default()
-    };
+        anon_rule: setup.anon_rule,
+        ..Policy::default()
+    })
+}
+
+fn files(policy: &Arc<Policy>) -> Vec<Arc<File>> {
     let rw = FileMode::default();
-    let mk = |name: &str, size: u64, mode: FileMode| File::with_imap(name, size, mode, &imap);
+    let mk = |name: &str, size: u64, mode: FileMode| policy.file_with_mode(name, size, mode);
     vec![
         mk("/lib/libc.so", 5 * PAGE_SIZE + 17, rw),
         mk("/data/big", 2 * PMD_SIZE + PAGE_SIZE, rw),
@@ -582,19 +587,13 @@ fn layout(setup: &Setup) -> Layout {
 impl Run {
     fn new(setup: &Setup, kind: IndexKind) -> Run {
         let layout = layout(setup);
-        let mm = Mm::new(MmConfig {
-            layout: layout.clone(),
-            index: kind,
-            anon: AnonConfig {
-                rule: setup.anon_rule,
-                ..AnonConfig::default()
-            },
-        });
+        let policy = policy(setup, kind);
+        let mm = Mm::new(&policy, layout);
         mm.set_brk_base(setup.brk_base.map_or(HEAP, |a| a.get(&mm)));
         Run {
             kind,
             mms: vec![mm],
-            files: files(setup),
+            files: files(&policy),
         }
     }
 
@@ -879,14 +878,10 @@ impl Run {
                             has_anon_pages: v.anon().is_some(),
                         })
                         .collect();
-                    let config = MmConfig {
-                        layout: layout.clone(),
-                        index: self.kind,
-                        anon: AnonConfig::default(),
-                    };
                     let brk = old.brk_value();
                     let new = Mm::from_smaps(
-                        config,
+                        old.policy(),
+                        layout.clone(),
                         &entries,
                         brk,
                         brk,

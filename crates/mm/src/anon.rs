@@ -21,7 +21,7 @@
 //! A chain entry is keyed by the first page offset of its VMA and stores
 //! the last one beside the key. An adjustment that only moves a VMA's end
 //! (the common `brk` growth and shrink) then changes no key: with the rule
-//! on ([`AnonConfig::rule`]) it updates the stored end without the lock.
+//! on ([`Policy::anon_rule`](crate::policy::Policy::anon_rule)) it updates the stored end without the lock.
 //! The lock is taken when an entry is inserted (a new VMA, a split piece,
 //! a fork), removed (unmap, or a merge that imports a neighbour's pages),
 //! or rekeyed (the start moves). With the rule off every adjustment of a
@@ -29,9 +29,9 @@
 //!
 //! ```
 //! use mm::lockstat::{self, LockClass};
-//! use mm::{Access, MapFlags, Mm, MmConfig, Prot};
+//! use mm::{Access, MapFlags, Mm, Prot};
 //!
-//! let mm = Mm::new(MmConfig::default()); // the rule is on by default
+//! let mm = Mm::default(); // the rule is on by default
 //! let rw = Prot::READ | Prot::WRITE;
 //! let a = mm.mmap(0, 8192, rw, MapFlags::PRIVATE | MapFlags::ANONYMOUS, None, 0).unwrap();
 //! mm.fault(a, Access::Write).unwrap(); // anon_vma_prepare: takes the lock
@@ -52,26 +52,6 @@ use std::sync::Arc;
 use crate::itree::{Itree, ItreeKind};
 use crate::lock::{LockKind, RwSem};
 use crate::lockstat::LockClass;
-
-/// How address spaces treat anon_vmas.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct AnonConfig {
-    /// The end-only rule: an adjustment that only moves a VMA's end takes
-    /// no anon_vma lock (its chain entries are keyed by their first page,
-    /// which does not move; see the module). On by default.
-    pub rule: bool,
-    /// The lock every new anon_vma family gets.
-    pub lock: LockKind,
-}
-
-impl Default for AnonConfig {
-    fn default() -> Self {
-        AnonConfig {
-            rule: true,
-            lock: LockKind::default(),
-        }
-    }
-}
 
 /// One VMA's chain entry: its page-offset range, as the trees of its
 /// chain's anon_vmas hold it. The end is outside the key so that it can

@@ -3,7 +3,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::imap::{IMap, ImapConfig};
+use crate::imap::IMap;
+use crate::policy::Policy;
 
 /// How a file was opened and where it lives, which decides what `mmap`
 /// and `mprotect` allow (`EACCES` for a shared writable mapping of a file
@@ -40,6 +41,10 @@ impl Default for FileMode {
 ///
 /// Two VMAs can merge only if they map the same `File` (the same `Arc`).
 ///
+/// A file's reverse map is kept as the [`Policy`] it was opened under
+/// says: [`Policy::file`] opens one under a policy of your own;
+/// [`File::new`] and [`File::with_mode`] under the default policy.
+///
 /// ```
 /// use mm::File;
 /// let libc = File::new("/usr/lib/x86_64-linux-gnu/libc.so.6", 2 << 20);
@@ -65,38 +70,44 @@ pub(crate) const SHMEM_ZERO: &str = "/dev/zero (deleted)";
 static NEXT_FILE_ID: AtomicU64 = AtomicU64::new(1);
 
 impl File {
-    /// A file opened read-write.
+    /// A file opened read-write under the default [`Policy`].
     pub fn new(name: impl Into<String>, size: u64) -> Arc<File> {
         File::with_mode(name, size, FileMode::default())
     }
 
-    /// A file opened with `mode`, its reverse map in the default design.
-    pub fn with_mode(name: impl Into<String>, size: u64, mode: FileMode) -> Arc<File> {
-        File::with_imap(name, size, mode, &ImapConfig::default())
-    }
-
-    /// A file opened with `mode` whose reverse map is kept as `imap` says.
+    /// A file opened with `mode` under the default [`Policy`].
     ///
     /// ```
-    /// use mm::imap::{ImapConfig, ImapDesign};
+    /// use mm::FileMode;
     /// use mm::File;
-    /// let config = ImapConfig { design: ImapDesign::SplitLocked, ..ImapConfig::default() };
-    /// let f = File::with_imap("libc.so.6", 2 << 20, Default::default(), &config);
-    /// assert_eq!(f.imap().config().design, ImapDesign::SplitLocked);
+    /// let ro = FileMode { write: false, ..FileMode::default() };
+    /// let f = File::with_mode("/etc/ld.so.cache", 4096, ro);
+    /// assert!(!f.mode().write);
     /// ```
-    pub fn with_imap(
+    pub fn with_mode(name: impl Into<String>, size: u64, mode: FileMode) -> Arc<File> {
+        File::open(Policy::shared_default(), name, size, mode)
+    }
+
+    /// A file opened with `mode` under `policy` ([`Policy::file`] and
+    /// [`Policy::file_with_mode`] are the public doors).
+    pub(crate) fn open(
+        policy: &Arc<Policy>,
         name: impl Into<String>,
         size: u64,
         mode: FileMode,
-        imap: &ImapConfig,
     ) -> Arc<File> {
         Arc::new(File {
             name: name.into(),
             size: AtomicU64::new(size),
             mode,
             id: NEXT_FILE_ID.fetch_add(1, Ordering::Relaxed),
-            imap: IMap::new(imap),
+            imap: IMap::new(policy),
         })
+    }
+
+    /// The policy the file was opened under.
+    pub fn policy(&self) -> &Arc<Policy> {
+        self.imap.policy()
     }
 
     /// The file's reverse map (`i_mmap`): every VMA that maps it.

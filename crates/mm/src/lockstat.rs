@@ -69,7 +69,7 @@ pub struct ClassStats {
 /// ```
 /// use mm::lockstat::{self, LockClass};
 /// let before = lockstat::snapshot();
-/// let mm = mm::Mm::new(mm::MmConfig::default());
+/// let mm = mm::Mm::default();
 /// mm.mmap(0, 4096, mm::Prot::READ, mm::MapFlags::PRIVATE | mm::MapFlags::ANONYMOUS, None, 0)
 ///     .unwrap();
 /// let used = lockstat::snapshot().since(&before);
@@ -125,9 +125,12 @@ pub fn set_enabled(on: bool) {
     ENABLED.store(on, Ordering::Relaxed)
 }
 
-/// Whether counting is on.
+/// Whether counting is on. Without the `lockstat` feature (the module is
+/// then the crate's own) it is a constant `false`, so every counting path
+/// compiles away.
+#[inline]
 pub fn enabled() -> bool {
-    ENABLED.load(Ordering::Relaxed)
+    cfg!(feature = "lockstat") && ENABLED.load(Ordering::Relaxed)
 }
 
 /// The sum of every thread's counters so far.
@@ -151,7 +154,7 @@ pub fn snapshot() -> LockStats {
 /// ```
 /// use mm::lockstat::{self, LockClass};
 /// let before = lockstat::thread_snapshot();
-/// let mm = mm::Mm::new(mm::MmConfig::default());
+/// let mm = mm::Mm::default();
 /// assert_eq!(mm.map_count(), 0); // one mmap_lock acquisition, here
 /// let used = lockstat::thread_snapshot().since(&before);
 /// assert_eq!(used.class(LockClass::MmapLock).acquisitions, 1);

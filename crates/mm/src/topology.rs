@@ -115,7 +115,7 @@ impl Topology {
     /// Errors: `ENODEV` if `root` cannot be listed or no node has a CPU;
     /// `EACCES` if a `cpulist` cannot be read for lack of permission;
     /// `EINVAL` for a malformed list, a CPU in two nodes, or a CPU id or
-    /// node count past [`MAX_CPUS`] / [`MAX_NODES`].
+    /// node count past `MAX_CPUS` / `MAX_NODES`.
     ///
     /// ```
     /// let dir = std::env::temp_dir().join(format!("topo-doc-{}", std::process::id()));
@@ -183,11 +183,11 @@ impl Topology {
 
     /// `nodes` nodes of `cpus_per_node` virtual CPUs each: vCPU `v` is on
     /// node `v / cpus_per_node` and runs on the `v % n`-th of the `n` real
-    /// CPUs of [`host`] (so `12x32` on a 2-CPU machine alternates between
+    /// CPUs of this machine (so `12x32` on a 2-CPU machine alternates between
     /// its two CPUs).
     ///
     /// Errors: `EINVAL` if either count is 0, `nodes > MAX_NODES`, or the
-    /// total passes [`MAX_CPUS`].
+    /// total passes `MAX_CPUS` (8192).
     ///
     /// ```
     /// use mm::{topology::Topology, Errno};
@@ -404,6 +404,7 @@ thread_local! {
 /// assert_eq!(topology::current_node(), 1);
 /// topology::unbind();
 /// ```
+#[cfg(feature = "lab")]
 pub fn bind(topology: &Arc<Topology>, vcpu: usize, pin: bool) -> Result<(), Errno> {
     if vcpu >= topology.nr_cpus() {
         return Err(Errno::EINVAL);
@@ -423,6 +424,7 @@ pub fn bind(topology: &Arc<Topology>, vcpu: usize, pin: bool) -> Result<(), Errn
 /// mm::topology::unbind();
 /// assert!(mm::topology::current_node() < mm::topology::host().nr_nodes());
 /// ```
+#[cfg(feature = "lab")]
 pub fn unbind() {
     let _ = BOUND.try_with(|b| *b.borrow_mut() = None);
 }
@@ -460,6 +462,7 @@ pub fn current_node() -> usize {
 /// The two system calls topology needs. The crate's only `unsafe` outside
 /// `lock::cell`: libc's affinity and CPU queries.
 mod sys {
+    #[cfg(feature = "lab")]
     use crate::Errno;
 
     /// The CPU the calling thread is running on, 0 if unknown.
@@ -476,8 +479,9 @@ mod sys {
         0
     }
 
-    /// Restrict the calling thread to real CPU `cpu`.
-    #[cfg(not(miri))]
+    /// Restrict the calling thread to real CPU `cpu`: the lab's pinning,
+    /// which the model itself never does.
+    #[cfg(all(feature = "lab", not(miri)))]
     pub(super) fn pin(cpu: usize) -> Result<(), Errno> {
         // CPU_SET indexes a fixed-size mask; a larger id cannot be named.
         if cpu >= libc::CPU_SETSIZE as usize {
@@ -500,7 +504,7 @@ mod sys {
         }
     }
 
-    #[cfg(miri)]
+    #[cfg(all(feature = "lab", miri))]
     pub(super) fn pin(_cpu: usize) -> Result<(), Errno> {
         Err(Errno::EOPNOTSUPP)
     }

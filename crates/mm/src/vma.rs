@@ -22,8 +22,8 @@ use crate::vma_lock::VmaLock;
 /// which lets readers hold references without a lock.
 ///
 /// ```
-/// use mm::{MapFlags, Mm, MmConfig, Prot};
-/// let mm = Mm::new(MmConfig::default());
+/// use mm::{MapFlags, Mm, Prot};
+/// let mm = Mm::default();
 /// let a = mm.mmap(0, 8192, Prot::READ, MapFlags::PRIVATE | MapFlags::ANONYMOUS, None, 0).unwrap();
 /// let vma = mm.find_vma(a).unwrap();
 /// assert_eq!((vma.start(), vma.end()), (a, a + 8192));

@@ -3,20 +3,17 @@
 
 use std::sync::Arc;
 
-use mm::anon::AnonConfig;
 use mm::lockstat::{self, LockClass};
-use mm::{Access, MapFlags, Mm, MmConfig, Prot, PAGE_SIZE};
+use mm::{Access, MapFlags, Mm, Policy, Prot, PAGE_SIZE};
 
 const HEAP: u64 = 0x5555_5555_8000;
 
 fn mm(rule: bool) -> Mm {
-    Mm::new(MmConfig {
-        anon: AnonConfig {
-            rule,
-            ..AnonConfig::default()
-        },
-        ..MmConfig::default()
+    std::sync::Arc::new(Policy {
+        anon_rule: rule,
+        ..Policy::default()
     })
+    .mm()
 }
 
 /// anon_vma lock acquisitions `f` makes on this thread.

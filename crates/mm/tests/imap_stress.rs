@@ -29,9 +29,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 
-use mm::imap::{AdaptiveConfig, GroupBy, ImapConfig, ImapDesign, Placement};
+use mm::policy::{AdaptiveConfig, GroupBy, ImapDesign, Placement, Policy};
 use mm::topology::{self, Topology};
-use mm::{Access, File, Image, MapFlags, Mm, MmConfig, MremapFlags, Prot, Segment, Vma};
+use mm::{Access, File, Image, MapFlags, Mm, MremapFlags, Prot, Segment, Vma};
 
 mod common;
 use common::{env, Rng};
@@ -51,7 +51,7 @@ fn range_of(v: &Vma) -> (u64, u64) {
 /// One random step on `mms` (this worker's address spaces).
 fn step(rng: &mut Rng, mms: &mut Vec<Mm>, files: &[Arc<File>]) {
     if mms.is_empty() {
-        mms.push(Mm::new(MmConfig::default()));
+        mms.push(files[0].policy().mm());
     }
     let at = rng.below(mms.len() as u64) as usize;
     let file = &files[rng.below(files.len() as u64) as usize];
@@ -243,10 +243,10 @@ fn check(files: &[Arc<File>], all: &[Arc<Mutex<Vec<Mm>>>], rng: &mut Rng, what: 
 
 /// Returns the steps taken (each followed by the whole check) and the
 /// overlap queries the walker checked.
-fn run(config: ImapConfig, seed: u64, steps: u64) -> (u64, u64) {
+fn run(config: Arc<Policy>, seed: u64, steps: u64) -> (u64, u64) {
     let what = format!(
         "{} on {} ({}, {:?})",
-        config.design,
+        config.imap,
         config
             .topology
             .as_ref()
@@ -257,7 +257,7 @@ fn run(config: ImapConfig, seed: u64, steps: u64) -> (u64, u64) {
     let topo = config.topology.clone().unwrap_or_else(topology::host);
     let files: Vec<Arc<File>> = ["libc.so.6", "ld.so"]
         .iter()
-        .map(|n| File::with_imap(*n, FILE_PAGES * PAGE, Default::default(), &config))
+        .map(|n| config.file(*n, FILE_PAGES * PAGE))
         .collect();
     let all: Vec<Arc<Mutex<Vec<Mm>>>> = (0..WORKERS).map(|_| Arc::default()).collect();
     let barrier = Barrier::new(WORKERS);
@@ -344,7 +344,7 @@ fn run(config: ImapConfig, seed: u64, steps: u64) -> (u64, u64) {
     (taken.into_inner() as u64, queries.into_inner() as u64)
 }
 
-fn configs() -> Vec<ImapConfig> {
+fn configs() -> Vec<Arc<Policy>> {
     let adaptive = AdaptiveConfig {
         convert_after: 2,
         revert_window: Some(6),
@@ -356,14 +356,14 @@ fn configs() -> Vec<ImapConfig> {
             (Some("12x32"), GroupBy::Auto, Placement::Local),
             (Some("2x4"), GroupBy::Cpus(3), Placement::LeastPopulated),
         ] {
-            out.push(ImapConfig {
-                design,
+            out.push(Arc::new(Policy {
+                imap: design,
                 group_by,
                 placement,
                 topology: topo.map(|t| Arc::new(t.parse::<Topology>().unwrap())),
                 adaptive,
-                ..ImapConfig::default()
-            });
+                ..Policy::default()
+            }));
         }
     }
     out

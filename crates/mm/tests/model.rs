@@ -2,7 +2,7 @@
 //! the kernel: a refused call changes nothing, every step leaves valid
 //! VMAs, and both VMA indexes give the same map.
 
-use mm::{Access, Errno, IndexKind, Layout, MapFlags, Mm, MmConfig, MremapFlags, Prot};
+use mm::{Access, Errno, IndexKind, Layout, MapFlags, Mm, MremapFlags, Policy, Prot};
 use proptest::prelude::*;
 
 const PAGE: u64 = 4096;
@@ -185,15 +185,17 @@ fn same_outside(before: &Shape, after: &Shape, touched: &[(u64, u64)]) -> Result
     Ok(())
 }
 
-fn config(index: IndexKind, max_map_count: usize) -> MmConfig {
-    MmConfig {
-        layout: Layout {
-            max_map_count,
-            ..Layout::default()
-        },
+/// An empty address space on `index` with room for `max_map_count` VMAs.
+fn new_mm(index: IndexKind, max_map_count: usize) -> Mm {
+    let policy = std::sync::Arc::new(Policy {
         index,
-        ..MmConfig::default()
-    }
+        ..Policy::default()
+    });
+    let layout = Layout {
+        max_map_count,
+        ..Layout::default()
+    };
+    Mm::new(&policy, layout)
 }
 
 proptest! {
@@ -212,9 +214,9 @@ proptest! {
     /// there.
     #[test]
     fn refused_calls_change_nothing(ops in proptest::collection::vec(op(), 1..60), max in 6usize..40) {
-        let maple = Mm::new(config(IndexKind::Maple, max));
-        let legacy = Mm::new(config(IndexKind::Legacy, max));
-        let guarded = Mm::new(config(IndexKind::Maple, max));
+        let maple = new_mm(IndexKind::Maple, max);
+        let legacy = new_mm(IndexKind::Legacy, max);
+        let guarded = new_mm(IndexKind::Maple, max);
         let mut guard = maple::pin();
         let heap = BASE + 2 * WINDOW_PAGES * PAGE + (1 << 30);
         maple.set_brk_base(heap);
@@ -261,7 +263,7 @@ proptest! {
 
 #[test]
 fn split_and_merge_round_trip() {
-    let mm = Mm::new(MmConfig::default());
+    let mm = Mm::default();
     let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
     let rw = Prot::READ | Prot::WRITE;
     let a = mm.mmap(0, 8 * PAGE, rw, anon, None, 0).unwrap();
@@ -280,7 +282,7 @@ fn split_and_merge_round_trip() {
 
 #[test]
 fn first_write_fault_gives_an_anon_vma_and_blocks_unrelated_merges() {
-    let mm = Mm::new(MmConfig::default());
+    let mm = Mm::default();
     let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
     let rw = Prot::READ | Prot::WRITE;
     let a = mm
@@ -299,7 +301,7 @@ fn first_write_fault_gives_an_anon_vma_and_blocks_unrelated_merges() {
 
 #[test]
 fn fork_copies_and_exit_empties() {
-    let parent = Mm::new(MmConfig::default());
+    let parent = Mm::default();
     let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
     let a = parent
         .mmap(0, 4 * PAGE, Prot::READ | Prot::WRITE, anon, None, 0)
@@ -320,7 +322,7 @@ fn exec_maps_an_image() {
     use mm::{File, Image, Segment};
     let exe = File::new("/usr/bin/prog", 0x5000);
     let ld = File::new("/usr/lib/ld.so", 0x3000);
-    let mm = Mm::new(MmConfig::default());
+    let mm = Mm::default();
     let seg = |file: &std::sync::Arc<File>, offset, vaddr, filesz, memsz, prot| Segment {
         file: file.clone(),
         offset,
@@ -397,7 +399,7 @@ fn exec_refuses_segments_whose_addresses_wrap() {
         (seg(0x1000, 0x1000, u64::MAX), true),
     ];
     for (s, interp) in cases {
-        let mm = Mm::new(MmConfig::default());
+        let mm = Mm::default();
         let image = if interp {
             Image {
                 interp: vec![s],
@@ -418,7 +420,7 @@ fn exec_refuses_segments_whose_addresses_wrap() {
 
 #[test]
 fn max_map_count_refuses_splits() {
-    let mm = Mm::new(config(IndexKind::Maple, 1));
+    let mm = new_mm(IndexKind::Maple, 1);
     let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
     let a = mm.mmap(0, 3 * PAGE, Prot::READ, anon, None, 0).unwrap();
     let before = mm.maps();
@@ -476,7 +478,7 @@ proptest! {
     #[test]
     fn arbitrary_arguments_never_panic(ops in proptest::collection::vec(wild(), 1..40)) {
         let file = mm::File::new("/tmp/wild", 1 << 20);
-        let spaces = [Mm::new(config(IndexKind::Maple, 64)), Mm::new(config(IndexKind::Legacy, 64))];
+        let spaces = [new_mm(IndexKind::Maple, 64), new_mm(IndexKind::Legacy, 64)];
         for mm in &spaces {
             mm.set_brk_base(BASE + (1 << 30));
         }

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mm::{Access, FaultError, IndexKind, MapFlags, Mm, MmConfig, Prot};
+use mm::{Access, FaultError, IndexKind, MapFlags, Policy, Prot};
 
 mod common;
 use common::{env, Rng};
@@ -39,10 +39,13 @@ const WRITABLE: u64 = 1;
 fn run(index: IndexKind) {
     let secs = env("MM_STRESS_SECS", 2);
     let threads = env("MM_STRESS_THREADS", 2);
-    let mm = Arc::new(Mm::new(MmConfig {
-        index,
-        ..MmConfig::default()
-    }));
+    let mm = Arc::new(
+        Arc::new(Policy {
+            index,
+            ..Policy::default()
+        })
+        .mm(),
+    );
     let shared = MapFlags::SHARED | MapFlags::ANONYMOUS | MapFlags::FIXED;
     let rw = Prot::READ | Prot::WRITE;
     mm.mmap(BASE, PAGES * PAGE, rw, shared, None, 0).unwrap();

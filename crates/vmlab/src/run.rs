@@ -28,9 +28,9 @@ use std::collections::BTreeMap;
 
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, Table};
-use mm::imap::ImapDesign;
 use mm::lock::LockKind;
 use mm::lockstat::LockClass;
+use mm::policy::ImapDesign;
 use mm::topology::{self, Topology};
 use mm::IndexKind;
 use serde::Serialize;

@@ -51,8 +51,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use mm::imap::ImapDesign;
 use mm::lock::LockKind;
+use mm::policy::ImapDesign;
 use mm::topology::Topology;
 use mm::IndexKind;
 

@@ -16,10 +16,10 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use mm::file::FileMode;
 use mm::procmaps::{MapsEntry, SmapsEntry};
 use mm::{
-    Access, Errno, File, IndexKind, Layout, MapFlags, Mm, MmConfig, MremapFlags, Prot, VmFlags,
+    Access, Errno, File, FileMode, IndexKind, Layout, MapFlags, Mm, MremapFlags, Policy, Prot,
+    VmFlags,
 };
 
 use crate::format::{Event, Hex, Ret, Trace};
@@ -143,6 +143,11 @@ pub fn replay(trace: &Trace, index: IndexKind, limits: &Limits) -> Result<Outcom
     let mut out = Outcome::default();
     // VMAs held by every space together, kept up to date after each event.
     let mut vmas: usize = 0;
+    // Every address space and file of the replay under one policy.
+    let policy = Arc::new(Policy {
+        index,
+        ..Policy::default()
+    });
     let files: Vec<Arc<File>> = trace
         .files
         .iter()
@@ -153,7 +158,7 @@ pub fn replay(trace: &Trace, index: IndexKind, limits: &Limits) -> Result<Outcom
                 noexec: f.noexec,
                 huge_align: f.huge_align,
             };
-            File::with_mode(f.path.clone(), f.size.0, mode)
+            policy.file_with_mode(f.path.clone(), f.size.0, mode)
         })
         .collect();
     let mut spaces: BTreeMap<usize, Space> = BTreeMap::new();
@@ -193,11 +198,6 @@ pub fn replay(trace: &Trace, index: IndexKind, limits: &Limits) -> Result<Outcom
                 layout.bottom_up = trace.sysctl.legacy_va_layout;
                 layout.overcommit_never = trace.sysctl.overcommit_memory == 2;
                 layout.thp_align = trace.sysctl.thp;
-                let config = MmConfig {
-                    layout,
-                    index,
-                    ..MmConfig::default()
-                };
                 let mut entries = Vec::new();
                 let mut anon = BTreeSet::new();
                 let mut stacks = Vec::new();
@@ -228,7 +228,8 @@ pub fn replay(trace: &Trace, index: IndexKind, limits: &Limits) -> Result<Outcom
                 let built = match bad {
                     Some(e) => Err(e),
                     None => Mm::from_smaps(
-                        config,
+                        &policy,
+                        layout,
                         &entries,
                         start_brk.0,
                         start_brk.0,

@@ -32,8 +32,9 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use super::designs::{apply_locked, group_locks, new_tree, Change, EachTree, GroupLocks, Visit};
-use super::{sem, tree_insert, tree_visit, AdaptiveConfig, Groups, ImapConfig, Tree};
+use super::{sem, tree_insert, tree_visit, Groups, Tree};
 use crate::lock::RwSem;
+use crate::policy::{AdaptiveConfig, Policy};
 use crate::sync::{AtomicU32, Ordering};
 use crate::vma::Vma;
 
@@ -61,7 +62,7 @@ pub(super) struct Adaptive {
 }
 
 impl Adaptive {
-    pub(super) fn new(config: &ImapConfig, nr: usize) -> Adaptive {
+    pub(super) fn new(config: &Policy, nr: usize) -> Adaptive {
         Adaptive {
             top: sem(
                 config,

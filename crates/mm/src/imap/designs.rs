@@ -6,9 +6,10 @@
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use super::{sem, tree_insert, tree_remove, tree_visit, Groups, ImapConfig, Padded, Tree};
+use super::{sem, tree_insert, tree_remove, tree_visit, Groups, Padded, Tree};
 use crate::itree::Itree;
 use crate::lock::{RwSem, WriteGuard};
+use crate::policy::Policy;
 use crate::vma::Vma;
 
 /// A walk's visitor.
@@ -71,14 +72,14 @@ fn tree_of<'t>(trees: &'t mut [(Option<usize>, &mut Tree)], g: usize) -> &'t mut
     &mut *trees[at].1
 }
 
-pub(super) fn new_tree(config: &ImapConfig) -> Tree {
-    Itree::new(config.tree)
+pub(super) fn new_tree(config: &Policy) -> Tree {
+    Itree::new(config.itree)
 }
 
 /// One tree behind its own lock, per group.
 pub(super) type GroupLocks = Box<[Padded<RwSem<Tree>>]>;
 
-pub(super) fn group_locks(config: &ImapConfig, nr: usize) -> GroupLocks {
+pub(super) fn group_locks(config: &Policy, nr: usize) -> GroupLocks {
     (0..nr)
         .map(|_| Padded(sem(config, new_tree(config))))
         .collect()
@@ -125,7 +126,7 @@ pub(super) struct Single {
 }
 
 impl Single {
-    pub(super) fn new(config: &ImapConfig) -> Single {
+    pub(super) fn new(config: &Policy) -> Single {
         Single {
             tree: sem(config, new_tree(config)),
         }
@@ -152,7 +153,7 @@ pub(super) struct Split {
 }
 
 impl Split {
-    pub(super) fn new(config: &ImapConfig, nr: usize) -> Split {
+    pub(super) fn new(config: &Policy, nr: usize) -> Split {
         Split {
             trees: sem(config, (0..nr).map(|_| new_tree(config)).collect()),
         }
@@ -194,7 +195,7 @@ pub(super) struct SplitLocked {
 }
 
 impl SplitLocked {
-    pub(super) fn new(config: &ImapConfig, nr: usize) -> SplitLocked {
+    pub(super) fn new(config: &Policy, nr: usize) -> SplitLocked {
         SplitLocked {
             groups: group_locks(config, nr),
         }
@@ -231,7 +232,7 @@ pub(super) struct Distributed {
 }
 
 impl Distributed {
-    pub(super) fn new(config: &ImapConfig, nr: usize) -> Distributed {
+    pub(super) fn new(config: &Policy, nr: usize) -> Distributed {
         Distributed {
             top: sem(config, group_locks(config, nr)),
         }

@@ -6,7 +6,7 @@
 //! exec links and unlinks VMAs of `libc.so` and `ld.so`, and those files'
 //! single tree and single reader-writer lock become the bottleneck. The
 //! designs here are the remedies proposed for that, chosen at run time
-//! ([`ImapDesign`]):
+//! by the [`Policy`]'s [`ImapDesign`]:
 //!
 //! | design | trees | locks | insert / remove | whole-file walk |
 //! |---|---|---|---|---|
@@ -14,7 +14,7 @@
 //! | `split` | one per group | 1 rwsem | write lock, one group's tree | read lock, every tree |
 //! | `split-locked` | one per group | one rwsem per group | that group's write lock | every group's read lock, in index order |
 //! | `distributed` | one per group | one per group + a top rwsem | top shared, then the group's write lock | top exclusive only |
-//! | `adaptive` | 1, later one per group | as `single`, later as `distributed` | try-lock; after [`AdaptiveConfig::convert_after`] failures converts | as the mode in force |
+//! | `adaptive` | 1, later one per group | as `single`, later as `distributed` | try-lock; after [`AdaptiveConfig::convert_after`](crate::policy::AdaptiveConfig::convert_after) failures converts | as the mode in force |
 //!
 //! A *group* is a NUMA node, or a set of CPUs on a machine with one node
 //! ([`GroupBy`]); groups come from a [`Topology`], real or emulated. A VMA
@@ -30,12 +30,13 @@
 //! invariant checker ([`IMap::entries`]) verifies exactly that.
 //!
 //! ```
-//! use mm::imap::{ImapConfig, ImapDesign};
-//! use mm::{File, MapFlags, Mm, MmConfig, Prot};
+//! use std::sync::Arc;
+//! use mm::policy::{ImapDesign, Policy};
+//! use mm::{MapFlags, Prot};
 //!
-//! let config = ImapConfig { design: ImapDesign::Distributed, ..ImapConfig::default() };
-//! let libc = File::with_imap("libc.so.6", 1 << 20, Default::default(), &config);
-//! let mm = Mm::new(MmConfig::default());
+//! let policy = Arc::new(Policy { imap: ImapDesign::Distributed, ..Policy::default() });
+//! let libc = policy.file("libc.so.6", 1 << 20);
+//! let mm = policy.mm();
 //! mm.mmap(0, 8192, Prot::READ, MapFlags::PRIVATE, Some(&libc), 0).unwrap();
 //! assert_eq!(libc.imap().count(), 1);
 //! let mut hits = 0;
@@ -47,14 +48,14 @@
 
 use std::fmt;
 use std::ops::ControlFlow;
-use std::str::FromStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::itree::{Itree, ItreeKind};
-use crate::lock::{LockKind, RwSem};
+use crate::itree::Itree;
+use crate::lock::RwSem;
 use crate::lockstat::LockClass;
-use crate::topology::{self, Topology};
+use crate::policy::{GroupBy, ImapDesign, Placement, Policy, Topology};
+use crate::topology;
 use crate::vma::Vma;
 
 mod adaptive;
@@ -62,188 +63,6 @@ mod designs;
 
 use adaptive::Adaptive;
 use designs::{Change, Distributed, Single, Split, SplitLocked};
-
-/// Which design keeps a file's reverse map.
-///
-/// ```
-/// use mm::imap::ImapDesign;
-/// assert_eq!("split-locked".parse::<ImapDesign>(), Ok(ImapDesign::SplitLocked));
-/// assert_eq!(ImapDesign::default(), ImapDesign::Single);
-/// assert!("percpu".parse::<ImapDesign>().is_err());
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum ImapDesign {
-    /// One tree, one rwsem: the kernel today.
-    #[default]
-    Single,
-    /// One tree per group, still one rwsem.
-    Split,
-    /// A tree and an rwsem per group; whole-file walks take every group's
-    /// lock in index order.
-    SplitLocked,
-    /// A tree and a lock per group under a top-level rwsem, taken shared by
-    /// insert and remove and exclusive by whole-file walks.
-    Distributed,
-    /// Starts as `single`; converts to `distributed` once contention is
-    /// seen (and may convert back).
-    Adaptive,
-}
-
-impl ImapDesign {
-    /// Every design, in report order.
-    pub const ALL: [ImapDesign; 5] = [
-        ImapDesign::Single,
-        ImapDesign::Split,
-        ImapDesign::SplitLocked,
-        ImapDesign::Distributed,
-        ImapDesign::Adaptive,
-    ];
-
-    /// The name used on the command line and in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            ImapDesign::Single => "single",
-            ImapDesign::Split => "split",
-            ImapDesign::SplitLocked => "split-locked",
-            ImapDesign::Distributed => "distributed",
-            ImapDesign::Adaptive => "adaptive",
-        }
-    }
-}
-
-impl fmt::Display for ImapDesign {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for ImapDesign {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        ImapDesign::ALL
-            .into_iter()
-            .find(|d| d.name() == s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown i_mmap design {s:?} (expected single, split, split-locked, distributed or adaptive)"
-                )
-            })
-    }
-}
-
-/// How CPUs are grouped into the split designs' groups.
-///
-/// ```
-/// use mm::imap::GroupBy;
-/// assert_eq!("node".parse::<GroupBy>(), Ok(GroupBy::Node));
-/// assert_eq!("cpus:4".parse::<GroupBy>(), Ok(GroupBy::Cpus(4)));
-/// assert!("cpus:0".parse::<GroupBy>().is_err());
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum GroupBy {
-    /// One group per NUMA node when the topology has more than one, else
-    /// one per CPU.
-    #[default]
-    Auto,
-    /// One group per NUMA node.
-    Node,
-    /// One group per `n` consecutive CPUs.
-    Cpus(usize),
-}
-
-impl FromStr for GroupBy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("bad grouping {s:?} (expected auto, node or cpus:N with N > 0)");
-        match s {
-            "auto" => Ok(GroupBy::Auto),
-            "node" => Ok(GroupBy::Node),
-            _ => {
-                let n = s.strip_prefix("cpus:").ok_or_else(bad)?;
-                match n.parse::<usize>() {
-                    Ok(n) if n > 0 => Ok(GroupBy::Cpus(n)),
-                    _ => Err(bad()),
-                }
-            }
-        }
-    }
-}
-
-impl fmt::Display for GroupBy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            GroupBy::Auto => f.write_str("auto"),
-            GroupBy::Node => f.write_str("node"),
-            GroupBy::Cpus(n) => write!(f, "cpus:{n}"),
-        }
-    }
-}
-
-/// Which group a newly linked VMA with no parent goes to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum Placement {
-    /// The group of the CPU the linking thread runs on (its bound
-    /// [`topology`] CPU).
-    #[default]
-    Local,
-    /// The group holding the fewest VMAs at the time.
-    LeastPopulated,
-}
-
-/// When the `adaptive` design changes mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct AdaptiveConfig {
-    /// Failed try-locks of the central lock (by insert and remove) after
-    /// which the map converts to `distributed`.
-    pub convert_after: u32,
-    /// Convert back to `single` when, in `distributed` mode, every group
-    /// has seen a window of this many inserts and removes without one
-    /// contended acquisition. `None` never converts back.
-    pub revert_window: Option<u32>,
-}
-
-impl Default for AdaptiveConfig {
-    fn default() -> Self {
-        AdaptiveConfig {
-            convert_after: 64,
-            revert_window: None,
-        }
-    }
-}
-
-/// Everything that decides how a file's reverse map is kept.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ImapConfig {
-    /// The design.
-    pub design: ImapDesign,
-    /// How CPUs form groups (ignored by `single`).
-    pub group_by: GroupBy,
-    /// Where a VMA without a parent goes.
-    pub placement: Placement,
-    /// The machine, real or emulated; `None` uses [`topology::host`].
-    pub topology: Option<Arc<Topology>>,
-    /// Which reader-writer lock every lock of the map is.
-    pub lock: LockKind,
-    /// Which interval tree every tree of the map is.
-    pub tree: ItreeKind,
-    /// When `adaptive` converts.
-    pub adaptive: AdaptiveConfig,
-}
-
-impl Default for ImapConfig {
-    /// `single`, with the default lock and tree, on the host's topology.
-    fn default() -> Self {
-        ImapConfig {
-            design: ImapDesign::default(),
-            group_by: GroupBy::default(),
-            placement: Placement::default(),
-            topology: None,
-            lock: LockKind::default(),
-            tree: ItreeKind::default(),
-            adaptive: AdaptiveConfig::default(),
-        }
-    }
-}
 
 /// One tree of VMAs keyed by `(pgoff first, pgoff last, VMA address)`.
 /// The address is the VMA's identity: unique while the tree holds the
@@ -307,8 +126,8 @@ pub(crate) struct Groups {
 }
 
 impl Groups {
-    fn new(config: &ImapConfig, single: bool) -> Groups {
-        let topology = config.topology.clone().unwrap_or_else(topology::host);
+    fn new(config: &Policy, single: bool) -> Groups {
+        let topology = config.topology();
         let by_node = match config.group_by {
             GroupBy::Node => true,
             GroupBy::Auto => topology.nr_nodes() > 1,
@@ -386,7 +205,7 @@ impl Groups {
 }
 
 /// Build a lock of the configured kind in the `i_mmap` class.
-pub(crate) fn sem<T>(config: &ImapConfig, value: T) -> RwSem<T> {
+pub(crate) fn sem<T>(config: &Policy, value: T) -> RwSem<T> {
     RwSem::new(config.lock, LockClass::IMmap, value)
 }
 
@@ -401,7 +220,7 @@ enum Design {
 /// A file's reverse map: the set of VMAs that map the file, in one of the
 /// [`ImapDesign`]s. See the [module documentation](self).
 pub struct IMap {
-    config: ImapConfig,
+    policy: Arc<Policy>,
     groups: Groups,
     design: Design,
 }
@@ -421,11 +240,12 @@ pub struct MapEntry {
 }
 
 impl IMap {
-    /// An empty reverse map.
-    pub fn new(config: &ImapConfig) -> IMap {
-        let single = config.design == ImapDesign::Single;
+    /// An empty reverse map, kept as `policy` says.
+    pub(crate) fn new(policy: &Arc<Policy>) -> IMap {
+        let config = &**policy;
+        let single = config.imap == ImapDesign::Single;
         let groups = Groups::new(config, single);
-        let design = match config.design {
+        let design = match config.imap {
             ImapDesign::Single => Design::Single(Single::new(config)),
             ImapDesign::Split => Design::Split(Split::new(config, groups.len())),
             ImapDesign::SplitLocked => Design::SplitLocked(SplitLocked::new(config, groups.len())),
@@ -433,15 +253,15 @@ impl IMap {
             ImapDesign::Adaptive => Design::Adaptive(Adaptive::new(config, groups.len())),
         };
         IMap {
-            config: config.clone(),
+            policy: Arc::clone(policy),
             groups,
             design,
         }
     }
 
-    /// The configuration it was built with.
-    pub fn config(&self) -> &ImapConfig {
-        &self.config
+    /// The policy the map is kept by (its file's).
+    pub(crate) fn policy(&self) -> &Arc<Policy> {
+        &self.policy
     }
 
     /// The design in force now: the configured one, except that an
@@ -449,7 +269,7 @@ impl IMap {
     pub fn mode(&self) -> ImapDesign {
         match &self.design {
             Design::Adaptive(a) if a.is_distributed() => ImapDesign::Distributed,
-            _ => self.config.design,
+            _ => self.policy.imap,
         }
     }
 
@@ -504,11 +324,10 @@ impl IMap {
     /// `first > last` visits nothing.
     ///
     /// ```
-    /// use mm::imap::IMap;
     /// use std::ops::ControlFlow;
-    /// let map = IMap::new(&Default::default());
+    /// let file = mm::File::new("data", 1 << 20);
     /// let mut n = 0;
-    /// map.visit_overlap(0, u64::MAX, |_| { n += 1; ControlFlow::Continue(()) });
+    /// file.imap().visit_overlap(0, u64::MAX, |_| { n += 1; ControlFlow::Continue(()) });
     /// assert_eq!(n, 0);
     /// ```
     pub fn visit_overlap(
@@ -668,7 +487,7 @@ impl IMap {
 impl fmt::Debug for IMap {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("IMap")
-            .field("design", &self.config.design)
+            .field("design", &self.policy.imap)
             .field("mode", &self.mode())
             .field("groups", &self.groups.len())
             .field("count", &self.count())

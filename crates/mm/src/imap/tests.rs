@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::flags::VmFlags;
+use crate::policy::{AdaptiveConfig, Policy};
 use crate::File;
 
 fn vma(file: &Arc<File>, pgoff: u64, pages: u64) -> Arc<Vma> {
@@ -21,15 +22,15 @@ fn vma(file: &Arc<File>, pgoff: u64, pages: u64) -> Arc<Vma> {
     ))
 }
 
-fn config(design: ImapDesign, topology: &str) -> ImapConfig {
-    ImapConfig {
-        design,
+fn config(design: ImapDesign, topology: &str) -> Policy {
+    Policy {
+        imap: design,
         topology: Some(Arc::new(topology.parse().unwrap())),
         adaptive: AdaptiveConfig {
             convert_after: 1,
             revert_window: Some(4),
         },
-        ..ImapConfig::default()
+        ..Policy::default()
     }
 }
 
@@ -54,7 +55,7 @@ fn id(v: &Arc<Vma>) -> usize {
 fn every_design_links_finds_and_unlinks() {
     let file = File::new("lib", 1 << 30);
     for design in ImapDesign::ALL {
-        let map = IMap::new(&config(design, "4x2"));
+        let map = IMap::new(&Arc::new(config(design, "4x2")));
         let a = vma(&file, 0, 4); // pages 0..=3
         let b = vma(&file, 2, 4); // 2..=5
         let c = vma(&file, 100, 1); // 100
@@ -101,7 +102,7 @@ fn groups_follow_the_topology_and_the_grouping() {
     let one = |design, topo: &str, by| {
         let mut c = config(design, topo);
         c.group_by = by;
-        IMap::new(&c).nr_groups()
+        IMap::new(&Arc::new(c.clone())).nr_groups()
     };
     assert_eq!(one(ImapDesign::Single, "12x32", GroupBy::Auto), 1);
     assert_eq!(one(ImapDesign::Split, "12x32", GroupBy::Auto), 12);
@@ -117,7 +118,7 @@ fn placement_local_uses_the_bound_cpu_and_least_populated_balances() {
     let topo: Arc<Topology> = Arc::new("4x2".parse().unwrap());
     let mut c = config(ImapDesign::Distributed, "4x2");
     c.topology = Some(Arc::clone(&topo));
-    let map = IMap::new(&c);
+    let map = IMap::new(&Arc::new(c.clone()));
     topology::bind(&topo, 5, false).unwrap(); // node 2
     let v = vma(&file, 0, 1);
     link(&map, &v, None);
@@ -125,7 +126,7 @@ fn placement_local_uses_the_bound_cpu_and_least_populated_balances() {
     assert_eq!(v.imap_group(), Some(2));
 
     c.placement = Placement::LeastPopulated;
-    let map = IMap::new(&c);
+    let map = IMap::new(&Arc::new(c.clone()));
     let vs: Vec<_> = (0..8).map(|i| vma(&file, i, 1)).collect();
     for v in &vs {
         link(&map, v, None);
@@ -145,7 +146,7 @@ fn adaptive_converts_under_contention_and_back_when_quiet() {
         convert_after: 1,
         revert_window: Some(3),
     };
-    let map = Arc::new(IMap::new(&c));
+    let map = Arc::new(IMap::new(&Arc::new(c.clone())));
     let kept = vma(&file, 7, 1);
     link(&map, &kept, Some(1));
     assert_eq!(map.mode(), ImapDesign::Adaptive);
@@ -180,10 +181,10 @@ fn adaptive_converts_under_contention_and_back_when_quiet() {
 
 #[test]
 fn the_address_space_keeps_the_map_in_step() {
-    use crate::{MapFlags, Mm, MmConfig, Prot};
+    use crate::{MapFlags, Mm, Prot};
     for design in ImapDesign::ALL {
-        let file = File::with_imap("lib", 1 << 24, Default::default(), &config(design, "3x1"));
-        let mm = Mm::new(MmConfig::default());
+        let file = Arc::new(config(design, "3x1")).file("lib", 1 << 24);
+        let mm = Mm::default();
         let a = mm
             .mmap(0, 16 << 12, Prot::READ, MapFlags::PRIVATE, Some(&file), 0)
             .unwrap();
@@ -222,6 +223,7 @@ fn the_address_space_keeps_the_map_in_step() {
 #[cfg(vmscale_shuttle)]
 mod shuttle_model {
     use super::*;
+    use crate::policy::{AdaptiveConfig, Policy};
     use shuttle::sync::Arc as SArc;
     use shuttle::thread;
 
@@ -232,7 +234,7 @@ mod shuttle_model {
             convert_after: 1,
             revert_window: Some(1),
         };
-        let map = SArc::new(IMap::new(&c));
+        let map = SArc::new(IMap::new(&Arc::new(c.clone())));
         let kept = vma(&file, 0, 1);
         link(&map, &kept, Some(0));
         let a = vma(&file, 1, 2);

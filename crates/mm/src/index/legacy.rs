@@ -28,17 +28,8 @@ mod tests;
 use rbtree::{VmaTree, NIL};
 
 /// Augmented rbtree + sorted list + per-thread VMA cache: the VMA index
-/// of Linux before 6.1.
-///
-/// ```
-/// use mm::index::{LegacyIndex, VmaIndex};
-/// let index = LegacyIndex::new();
-/// assert!(index.is_empty());
-/// assert!(index.lockless().is_none());
-/// assert_eq!(index.gap_lowest(0x1000, 0x9000, 0x2000), Some(0x1000));
-/// assert_eq!(index.gap_highest(0x1000, 0x9000, 0x2000), Some(0x9000));
-/// assert_eq!(index.validate(), Ok(()));
-/// ```
+/// of Linux before 6.1. Its readers need `mmap_lock`: it offers no
+/// [`fault_handle`](VmaIndex::fault_handle).
 #[derive(Debug)]
 pub struct LegacyIndex {
     tree: VmaTree,
@@ -88,10 +79,6 @@ impl Default for LegacyIndex {
 }
 
 impl VmaIndex for LegacyIndex {
-    fn name(&self) -> &'static str {
-        "legacy"
-    }
-
     fn len(&self) -> usize {
         self.tree.len()
     }
@@ -162,10 +149,6 @@ impl VmaIndex for LegacyIndex {
             f(self.tree.vma(i));
             i = self.tree.next(i);
         }
-    }
-
-    fn lockless(&self) -> Option<Arc<super::MapleVmas>> {
-        None
     }
 
     /// Checks: red-black rules (black root and sentinel, no red node with

@@ -1,6 +1,5 @@
 //! The maple tree as a VMA index.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use maple::{ArcRef, Direct, MapleTree};
@@ -14,37 +13,20 @@ use crate::vma::Vma;
 /// Writes are in place with no grace period while no other thread can be
 /// searching it without the lock, and RCU writes from then on (see the
 /// `sharing` module's docs: the kernel's two modes of the maple tree).
-///
-/// ```
-/// use mm::index::{MapleIndex, VmaIndex};
-/// let index = MapleIndex::new();
-/// assert!(index.is_empty());
-/// assert!(index.lockless().is_some());
-/// ```
-pub struct MapleIndex {
+pub(crate) struct MapleIndex {
     tree: Arc<MapleVmas>,
     sharing: Arc<Sharing>,
-    /// Set once [`VmaIndex::lockless`] has handed the tree out: code
-    /// outside the index may then write it, so reads pin a grace period.
-    handed_out: AtomicBool,
 }
 
-/// The guard a read through `&self` uses (see [`MapleIndex::guard`]).
-enum ReadGuard {
-    /// A real grace period: the tree has been handed out.
-    Pinned(maple::Guard),
-    /// None needed: every writer is excluded.
-    Excluded,
-}
+/// The guard a read through `&self` uses: none, as every writer is
+/// excluded (see [`MapleIndex::guard`]).
+struct ReadGuard(());
 
 impl ReadGuard {
     fn get(&self) -> &maple::Guard {
-        match self {
-            ReadGuard::Pinned(g) => g,
-            // SAFETY: `Excluded` is only made by `MapleIndex::guard`, which
-            // states why no write can run while the reads are in use.
-            ReadGuard::Excluded => unsafe { maple::unprotected() },
-        }
+        // SAFETY: a `ReadGuard` is only made by `MapleIndex::guard`, which
+        // states why no write can run while the reads are in use.
+        unsafe { maple::unprotected() }
     }
 }
 
@@ -54,24 +36,17 @@ impl MapleIndex {
         MapleIndex {
             tree: Arc::new(MapleTree::with_ownership(Direct)),
             sharing: Arc::new(Sharing::default()),
-            handed_out: AtomicBool::new(false),
         }
     }
 
     /// The guard for a read through `&self`. Every write of the tree goes
-    /// through `&mut self` (which the caller's `&self` borrow excludes for
-    /// as long as the read's results live: they are cloned out before the
-    /// borrow ends), or, once [`VmaIndex::lockless`] has handed the tree
-    /// out, possibly through that handle: only then is a grace period
-    /// pinned. The fault path's own handle only reads. So reads under
-    /// `mmap_lock` pay no fence, as the kernel's reads under the lock take
-    /// no `rcu_read_lock`.
+    /// through `&mut self`, which the caller's `&self` borrow excludes for
+    /// as long as the read's results live (they are cloned out before the
+    /// borrow ends); the fault path's handle only reads. So reads under
+    /// `mmap_lock` pin no grace period and pay no fence, as the kernel's
+    /// reads under the lock take no `rcu_read_lock`.
     fn guard(&self) -> ReadGuard {
-        if self.handed_out.load(Ordering::Acquire) {
-            ReadGuard::Pinned(maple::pin())
-        } else {
-            ReadGuard::Excluded
-        }
+        ReadGuard(())
     }
 }
 
@@ -82,10 +57,6 @@ impl Default for MapleIndex {
 }
 
 impl VmaIndex for MapleIndex {
-    fn name(&self) -> &'static str {
-        "maple"
-    }
-
     fn len(&self) -> usize {
         self.tree.len()
     }
@@ -145,8 +116,7 @@ impl VmaIndex for MapleIndex {
             // admitted as a lockless reader (admission takes `mmap_lock`,
             // so none can be admitted during this write). No other thread
             // writes either: the tree is written only here, under `&mut
-            // self`, until `lockless()` hands it out, which makes it shared
-            // for good (`writer_alone` is then false). This thread is
+            // self`. This thread is
             // writing, not reading, and the index's own reads hand out
             // clones, never references into the tree.
             unsafe { self.tree.write_unshared() }
@@ -198,14 +168,6 @@ impl VmaIndex for MapleIndex {
         for (_, _, v) in self.tree.iter(guard.get()) {
             v.with_arc(&mut *f)
         }
-    }
-
-    fn lockless(&self) -> Option<Arc<MapleVmas>> {
-        // The caller may read, or write, from any thread: RCU writes and
-        // pinned reads from now on.
-        self.sharing.share();
-        self.handed_out.store(true, Ordering::Release);
-        Some(Arc::clone(&self.tree))
     }
 
     fn fault_handle(&self, _: Trusted) -> Option<FaultHandle> {

@@ -2,10 +2,11 @@
 //!
 //! * [`MapleIndex`] — the maple tree (the default), which readers search
 //!   without a lock, so the fault path can skip `mmap_lock`.
-//! * [`LegacyIndex`] — what the maple tree replaced in Linux 6.1: an
-//!   augmented red-black tree that tracks the largest free gap per subtree,
-//!   a sorted doubly linked list of the VMAs, and a per-thread 4-entry VMA
-//!   cache invalidated by a sequence number. Its readers need `mmap_lock`.
+//! * `LegacyIndex` (with the `legacy-index` feature) — what the maple tree
+//!   replaced in Linux 6.1: an augmented red-black tree that tracks the
+//!   largest free gap per subtree, a sorted doubly linked list of the VMAs,
+//!   and a per-thread 4-entry VMA cache invalidated by a sequence number.
+//!   Its readers need `mmap_lock`.
 //!
 //! Every workload runs on either; [`IndexKind`] picks one at run time.
 
@@ -18,29 +19,29 @@ use maple::{Direct, MapleTree};
 use crate::vma::Vma;
 use crate::Errno;
 
+#[cfg(feature = "legacy-index")]
 mod legacy;
 mod maple_index;
 mod sharing;
 
 pub(crate) use sharing::Reader;
 
-pub use legacy::LegacyIndex;
-pub use maple_index::MapleIndex;
+#[cfg(feature = "legacy-index")]
+pub(crate) use legacy::LegacyIndex;
+pub(crate) use maple_index::MapleIndex;
 
 /// An ordered set of non-overlapping VMAs, keyed by address range.
 ///
 /// Writers (`&mut self`) are serialised by the address space's
-/// `mmap_lock`; readers (`&self`) hold it for read, or, for an index that
-/// offers [`lockless`](VmaIndex::lockless), nothing but a grace-period
-/// guard.
+/// `mmap_lock`; readers (`&self`) hold it for read. The fault path of an
+/// index with a [`fault_handle`](VmaIndex::fault_handle) reads with no
+/// `mmap_lock` at all.
 pub trait VmaIndex: Send + Sync {
-    /// A short name for reports (`"maple"`, `"legacy"`).
-    fn name(&self) -> &'static str;
-
     /// Number of VMAs.
     fn len(&self) -> usize;
 
     /// Whether there are no VMAs.
+    #[cfg(test)]
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -97,11 +98,6 @@ pub trait VmaIndex: Send + Sync {
     /// Call `f` on every VMA in address order.
     fn for_each(&self, f: &mut dyn FnMut(&Arc<Vma>));
 
-    /// The tree that readers may search without `mmap_lock`, if this index
-    /// supports lockless lookup. From then on every write is made so that
-    /// readers on any thread are safe (RCU mode).
-    fn lockless(&self) -> Option<Arc<MapleVmas>>;
-
     /// The address space's own lockless handle for its fault path, which
     /// keeps single-user writes in place until a second thread faults
     /// (crate only: the [`Trusted`] token).
@@ -132,11 +128,11 @@ pub struct FaultHandle {
     pub(crate) sharing: Arc<sharing::Sharing>,
 }
 
-/// Which [`VmaIndex`] an address space uses.
+/// Which structure keeps an address space's VMAs.
 ///
 /// ```
 /// use mm::IndexKind;
-/// assert_eq!("legacy".parse::<IndexKind>(), Ok(IndexKind::Legacy));
+/// assert_eq!("maple".parse::<IndexKind>(), Ok(IndexKind::Maple));
 /// assert_eq!(IndexKind::default(), IndexKind::Maple);
 /// assert!("btree".parse::<IndexKind>().is_err());
 /// ```
@@ -145,26 +141,34 @@ pub enum IndexKind {
     /// The maple tree (lockless readers).
     #[default]
     Maple,
-    /// Augmented rbtree + linked list + per-thread VMA cache.
+    /// Augmented rbtree + linked list + per-thread VMA cache (the
+    /// `legacy-index` feature).
+    #[cfg(feature = "legacy-index")]
     Legacy,
 }
 
 impl IndexKind {
-    /// Both kinds.
+    /// Every kind built in.
+    #[cfg(feature = "legacy-index")]
     pub const ALL: [IndexKind; 2] = [IndexKind::Maple, IndexKind::Legacy];
+    /// Every kind built in (`Legacy` needs the `legacy-index` feature).
+    #[cfg(not(feature = "legacy-index"))]
+    pub const ALL: [IndexKind; 1] = [IndexKind::Maple];
 
     /// The name used on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
             IndexKind::Maple => "maple",
+            #[cfg(feature = "legacy-index")]
             IndexKind::Legacy => "legacy",
         }
     }
 
     /// A new empty index of this kind.
-    pub fn build(self) -> Box<dyn VmaIndex> {
+    pub(crate) fn build(self) -> Box<dyn VmaIndex> {
         match self {
             IndexKind::Maple => Box::new(MapleIndex::new()),
+            #[cfg(feature = "legacy-index")]
             IndexKind::Legacy => Box::new(LegacyIndex::new()),
         }
     }
@@ -181,7 +185,13 @@ impl FromStr for IndexKind {
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "maple" => Ok(IndexKind::Maple),
+            #[cfg(feature = "legacy-index")]
             "legacy" => Ok(IndexKind::Legacy),
+            #[cfg(not(feature = "legacy-index"))]
+            "legacy" => Err(
+                "the legacy VMA index is not built in: enable mm's `legacy-index` feature"
+                    .to_string(),
+            ),
             _ => Err(format!(
                 "unknown VMA index {s:?} (expected maple or legacy)"
             )),

@@ -10,9 +10,8 @@
 //! * **claimed by thread T** — T alone reads without `mmap_lock`. T's own
 //!   writes may still be in place (T cannot read and write at once); any
 //!   other thread's write is an RCU write, since T may be reading;
-//! * **shared** — two or more threads read without `mmap_lock` (or a caller
-//!   took the tree through [`VmaIndex::lockless`](super::VmaIndex::lockless)):
-//!   every write is an RCU write, for good.
+//! * **shared** — two or more threads read without `mmap_lock`: every
+//!   write is an RCU write, for good.
 //!
 //! The state only moves forward (unclaimed → claimed → shared). A thread
 //! becomes a lockless reader under `mmap_lock` (read), which no writer
@@ -193,14 +192,6 @@ impl Sharing {
         }
     }
 
-    /// Every write from now on is an RCU write (for a handle given away to
-    /// code that may read from any thread).
-    pub(crate) fn share(&self) {
-        if self.state.load(Ordering::Acquire) != SHARED {
-            self.make_shared();
-        }
-    }
-
     /// Whether the tree is written in RCU mode for good.
     #[cfg(all(test, not(vmscale_shuttle)))]
     pub(crate) fn is_shared(&self) -> bool {
@@ -240,14 +231,6 @@ mod tests {
         let other = std::thread::scope(|t| t.spawn(|| s.writer_alone()).join().unwrap());
         assert!(!other && s.is_shared());
         assert!(matches!(s.begin_read(), Reader::Pinned));
-    }
-
-    #[test]
-    fn share_is_final() {
-        let s = Sharing::default();
-        s.share();
-        s.admit();
-        assert!(s.is_shared() && !s.writer_alone());
     }
 }
 

@@ -36,7 +36,7 @@ use std::str::FromStr;
 
 use crate::Errno;
 
-/// Which implementation an [`Itree`] uses.
+/// Which implementation an interval tree uses.
 ///
 /// The default is [`BTree`](ItreeKind::BTree): in `vmbench itree` on an
 /// i_mmap-like population (docs/RESULTS.md) it answers page queries about

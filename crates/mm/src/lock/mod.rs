@@ -49,10 +49,11 @@ use std::sync::{LockResult, TryLockError, TryLockResult};
 use crate::sync::RwLock;
 
 pub use cell::{ReadGuard, WriteGuard};
+#[cfg(feature = "lab")]
 pub use numa::MAX_LOCAL_HANDOFFS;
 use rwsem::RawRwSem;
 
-/// Which lock implementation a [`RwSem`] uses.
+/// Which implementation a reader-writer lock of the reverse maps uses.
 ///
 /// ```
 /// use mm::lock::LockKind;

@@ -16,8 +16,8 @@ impl Mm {
     /// mapping; shrinking unmaps the pages above the new break.
     ///
     /// ```
-    /// use mm::{Mm, MmConfig};
-    /// let mm = Mm::new(MmConfig::default());
+    /// use mm::Mm;
+    /// let mm = Mm::default();
     /// mm.set_brk_base(0x555555558000);
     /// let start = mm.brk(0);
     /// assert_eq!(mm.brk(start + 10_000), start + 10_000);

@@ -133,8 +133,8 @@ impl Mm {
     /// When that fails it falls back to `mmap_lock`, as Linux does.
     ///
     /// ```
-    /// use mm::{Access, FaultError, FaultPath, MapFlags, Mm, MmConfig, Prot};
-    /// let mm = Mm::new(MmConfig::default());
+    /// use mm::{Access, FaultError, FaultPath, MapFlags, Mm, Prot};
+    /// let mm = Mm::default();
     /// let shared = MapFlags::SHARED | MapFlags::ANONYMOUS;
     /// let a = mm.mmap(0, 4096, Prot::READ, shared, None, 0).unwrap();
     /// assert_eq!(mm.fault(a, Access::Read), Ok(FaultPath::VmaLock));
@@ -192,8 +192,8 @@ impl Mm {
     /// [`maple::pin`] makes, so it always protects the tree.
     ///
     /// ```
-    /// use mm::{Access, FaultPath, MapFlags, Mm, MmConfig, Prot};
-    /// let mm = Mm::new(MmConfig::default());
+    /// use mm::{Access, FaultPath, MapFlags, Mm, Prot};
+    /// let mm = Mm::default();
     /// let shared = MapFlags::SHARED | MapFlags::ANONYMOUS;
     /// let a = mm.mmap(0, 16 << 12, Prot::READ, shared, None, 0).unwrap();
     /// let mut guard = maple::pin();

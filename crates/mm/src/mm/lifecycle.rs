@@ -7,7 +7,7 @@ use crate::flags::{page_align, MapFlags, Prot, VmFlags, PAGE_SHIFT, PAGE_SIZE};
 use crate::vma::Vma;
 use crate::Errno;
 
-use super::{Mm, MmConfig, State};
+use super::{Mm, State};
 
 /// One loadable segment of a program image (an ELF `PT_LOAD` header).
 #[derive(Debug, Clone)]
@@ -47,8 +47,8 @@ impl Mm {
     /// merging with VMAs that do not share that history.
     ///
     /// ```
-    /// use mm::{MapFlags, Mm, MmConfig, Prot};
-    /// let parent = Mm::new(MmConfig::default());
+    /// use mm::{MapFlags, Mm, Prot};
+    /// let parent = Mm::default();
     /// let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
     /// parent.mmap(0, 4096, Prot::READ, anon, None, 0).unwrap();
     /// let child = parent.fork();
@@ -74,20 +74,16 @@ impl Mm {
                 anon,
             )));
         });
-        let config = MmConfig {
-            layout: self.layout.clone(),
-            index: self.kind,
-            anon: st.anon,
-        };
         Mm::with_state(
-            config,
+            &self.policy,
+            self.layout.clone(),
             |index| State {
                 index,
                 start_brk: st.start_brk,
                 brk: st.brk,
                 start_stack: st.start_stack,
                 max_map_count: 0,
-                anon: st.anon,
+                policy: Arc::clone(&st.policy),
                 exec_only_pkey: st.exec_only_pkey,
             },
             &vmas,

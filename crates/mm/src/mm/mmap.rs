@@ -26,8 +26,8 @@ impl Mm {
     /// changes nothing.
     ///
     /// ```
-    /// use mm::{Errno, MapFlags, Mm, MmConfig, Prot};
-    /// let mm = Mm::new(MmConfig::default());
+    /// use mm::{Errno, MapFlags, Mm, Prot};
+    /// let mm = Mm::default();
     /// let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
     /// let a = mm.mmap(0, 4096, Prot::READ, anon, None, 0).unwrap();
     /// // Top-down from mmap_base:
@@ -71,8 +71,8 @@ impl Mm {
     /// not an error.
     ///
     /// ```
-    /// use mm::{MapFlags, Mm, MmConfig, Prot};
-    /// let mm = Mm::new(MmConfig::default());
+    /// use mm::{MapFlags, Mm, Prot};
+    /// let mm = Mm::default();
     /// let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
     /// let a = mm.mmap(0, 3 * 4096, Prot::READ, anon, None, 0).unwrap();
     /// mm.munmap(a + 4096, 4096).unwrap(); // punches a hole: two VMAs
@@ -217,7 +217,8 @@ impl State {
                 pgoff = 0;
                 vm |= VmFlags::SHARED | VmFlags::MAYSHARE;
                 // Shared anonymous memory is a shmem file of its own.
-                shmem = File::with_mode(
+                shmem = File::open(
+                    &self.policy,
                     SHMEM_ZERO,
                     len,
                     FileMode {
@@ -293,7 +294,7 @@ impl State {
         }
         vma.set_anon_with(|| {
             let shared = self.mergeable_anon_vma(vma);
-            AnonLink::prepare(shared, self.anon.lock, vma.pages())
+            AnonLink::prepare(shared, self.policy.lock, vma.pages())
         });
     }
 }

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use crate::anon::{self, AnonConfig, AnonLink};
+use crate::anon::{self, AnonLink};
 use crate::file::File;
 use crate::flags::VmFlags;
 use crate::imap::Link;
@@ -17,6 +17,7 @@ use crate::index::{FaultHandle, IndexKind, Trusted, VmaIndex};
 use crate::layout::Layout;
 use crate::lock::{LockKind, ReadGuard, RwSem, WriteGuard};
 use crate::lockstat::LockClass;
+use crate::policy::Policy;
 use crate::procmaps::{MapsEntry, SmapsEntry};
 use crate::vma::Vma;
 use crate::Errno;
@@ -35,30 +36,22 @@ mod tests;
 pub use fault::{Access, FaultError, FaultPath};
 pub use lifecycle::{Image, Segment};
 
-/// How to build an address space.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct MmConfig {
-    /// Geometry and limits.
-    pub layout: Layout,
-    /// Which VMA index to keep the VMAs in.
-    pub index: IndexKind,
-    /// The anon_vma lock and rule.
-    pub anon: AnonConfig,
-}
-
 /// An address space: VMAs in an index, an `mmap_lock`, and the heap and
 /// stack bookkeeping `brk` and `/proc/<pid>/maps` need.
 ///
 /// Every method takes `&self`: share an `Mm` between threads with an
 /// `Arc` (threads mode) or give each worker its own (processes mode).
+/// Its VMA index, the lock of its anon_vmas and the reverse map of the
+/// shmem files it makes come from the [`Policy`] it was made under
+/// ([`Policy::mm`]; [`Mm::default`] uses the default policy).
 /// Calls that change the map take `mmap_lock` for write; page faults on a
 /// maple-tree index take no `mmap_lock` at all on their fast path.
 ///
 /// ```
-/// use mm::{Access, MapFlags, Mm, MmConfig, Prot};
+/// use mm::{Access, MapFlags, Mm, Prot};
 /// use std::sync::Arc;
 ///
-/// let mm = Arc::new(Mm::new(MmConfig::default()));
+/// let mm = Arc::new(Mm::default());
 /// let a = mm.mmap(0, 1 << 20, Prot::READ | Prot::WRITE,
 ///                 MapFlags::PRIVATE | MapFlags::ANONYMOUS, None, 0).unwrap();
 /// let worker = {
@@ -70,7 +63,9 @@ pub struct MmConfig {
 /// ```
 pub struct Mm {
     layout: Layout,
-    kind: IndexKind,
+    /// Also in `State`, for the edits that only see the locked state; set
+    /// once, never replaced.
+    policy: Arc<Policy>,
     /// The index's lockless handle, searched by the fault fast path.
     lockless: Option<FaultHandle>,
     state: MmapLock<State>,
@@ -83,25 +78,39 @@ pub(crate) struct State {
     pub(crate) brk: u64,
     pub(crate) start_stack: u64,
     pub(crate) max_map_count: usize,
-    /// How VMAs' anon_vmas are locked.
-    pub(crate) anon: AnonConfig,
+    /// The design choices: the anon_vma lock and rule, the policy of the
+    /// shmem files `mmap` makes, what `fork` and `exec` inherit.
+    pub(crate) policy: Arc<Policy>,
     /// The execute-only protection key, once allocated
     /// (`mm->context.execute_only_pkey`).
     pub(crate) exec_only_pkey: Option<u8>,
 }
 
 impl Mm {
-    /// An empty address space.
-    pub fn new(config: MmConfig) -> Mm {
+    /// An empty address space under `policy`, laid out as `layout` says
+    /// ([`Policy::mm`] is the short way with the default layout).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use mm::policy::{IndexKind, Policy};
+    /// use mm::{Layout, Mm};
+    /// let policy = Arc::new(Policy { index: IndexKind::Maple, ..Policy::default() });
+    /// let layout = Layout { max_map_count: 1000, ..Layout::default() };
+    /// let mm = Mm::new(&policy, layout);
+    /// assert_eq!(mm.index_kind(), IndexKind::Maple);
+    /// assert_eq!(mm.layout().max_map_count, 1000);
+    /// ```
+    pub fn new(policy: &Arc<Policy>, layout: Layout) -> Mm {
         Mm::with_state(
-            config,
+            policy,
+            layout,
             |index| State {
                 index,
                 start_brk: 0,
                 brk: 0,
                 start_stack: 0,
                 max_map_count: 0,
-                anon: AnonConfig::default(),
+                policy: Arc::clone(policy),
                 exec_only_pkey: None,
             },
             &[],
@@ -110,12 +119,13 @@ impl Mm {
     }
 
     fn with_state(
-        config: MmConfig,
+        policy: &Arc<Policy>,
+        layout: Layout,
         state: impl FnOnce(Box<dyn VmaIndex>) -> State,
         vmas: &[Arc<Vma>],
         hints: &[Option<u32>],
     ) -> Mm {
-        let mut index = config.index.build();
+        let mut index = policy.index.build();
         index
             .replace(&[], vmas)
             .expect("the VMAs of a new address space are ordered and disjoint");
@@ -127,11 +137,10 @@ impl Mm {
             }
         }
         let mut state = state(index);
-        state.max_map_count = config.layout.max_map_count;
-        state.anon = config.anon;
+        state.max_map_count = layout.max_map_count;
         Mm {
-            layout: config.layout,
-            kind: config.index,
+            layout,
+            policy: Arc::clone(policy),
             lockless,
             state: MmapLock::new(state),
         }
@@ -148,7 +157,8 @@ impl Mm {
     /// skipped. Fails with `EINVAL` if the mappings overlap or are not
     /// page-aligned.
     pub fn from_smaps(
-        config: MmConfig,
+        policy: &Arc<Policy>,
+        layout: Layout,
         entries: &[SmapsEntry],
         start_brk: u64,
         brk: u64,
@@ -159,7 +169,7 @@ impl Mm {
         let mut vmas: Vec<Arc<Vma>> = Vec::new();
         for e in entries {
             let m = &e.maps;
-            if m.start >= config.layout.task_size {
+            if m.start >= layout.task_size {
                 continue;
             }
             if m.start >= m.end
@@ -182,7 +192,7 @@ impl Mm {
                 Some(n) if !n.starts_with('[') || special => {
                     let found = by_name.iter().find(|f| f.name() == n).cloned();
                     Some(found.unwrap_or_else(|| {
-                        let f = File::new(n, m.offset + (m.end - m.start));
+                        let f = policy.file(n, m.offset + (m.end - m.start));
                         by_name.push(Arc::clone(&f));
                         f
                     }))
@@ -203,18 +213,19 @@ impl Mm {
             );
             let anon = e
                 .has_anon_pages
-                .then(|| AnonLink::prepare(None, config.anon.lock, pages));
+                .then(|| AnonLink::prepare(None, policy.lock, pages));
             vmas.push(Arc::new(Vma::new(m.start, m.end, flags, pgoff, file, anon)));
         }
         Ok(Mm::with_state(
-            config,
+            policy,
+            layout,
             |index| State {
                 index,
                 start_brk,
                 brk,
                 start_stack,
                 max_map_count: 0,
-                anon: AnonConfig::default(),
+                policy: Arc::clone(policy),
                 exec_only_pkey: None,
             },
             &vmas,
@@ -229,7 +240,12 @@ impl Mm {
 
     /// Which VMA index it uses.
     pub fn index_kind(&self) -> IndexKind {
-        self.kind
+        self.policy().index
+    }
+
+    /// The policy it was made under.
+    pub fn policy(&self) -> &Arc<Policy> {
+        &self.policy
     }
 
     /// Number of VMAs (`mm->map_count`).
@@ -321,14 +337,21 @@ impl Drop for Mm {
         let st = self.state.get_mut();
         let all = st.vmas();
         relink_files(&all, &[]);
-        relink_anon(&all, &mut [], st.anon.rule);
+        relink_anon(&all, &mut [], st.policy.anon_rule);
+    }
+}
+
+impl Default for Mm {
+    /// An empty address space under the default [`Policy`] and layout.
+    fn default() -> Mm {
+        Mm::new(Policy::shared_default(), Layout::default())
     }
 }
 
 impl std::fmt::Debug for Mm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Mm")
-            .field("index", &self.kind)
+            .field("index", &self.policy.index)
             .field("map_count", &self.map_count())
             .finish()
     }
@@ -375,7 +398,7 @@ impl State {
         for v in old {
             v.lock().write_lock();
         }
-        relink_anon(old, &mut new, self.anon.rule);
+        relink_anon(old, &mut new, self.policy.anon_rule);
         let new: Vec<Arc<Vma>> = new.into_iter().map(Arc::new).collect();
         // Every edit replaces VMAs it just read from the index by disjoint
         // pieces of the same ranges or of free space: replace's conditions

@@ -19,8 +19,8 @@ impl Mm {
     /// stops the walk: the VMAs before it keep their new protection.
     ///
     /// ```
-    /// use mm::{Errno, MapFlags, Mm, MmConfig, Prot};
-    /// let mm = Mm::new(MmConfig::default());
+    /// use mm::{Errno, MapFlags, Mm, Prot};
+    /// let mm = Mm::default();
     /// let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
     /// let a = mm.mmap(0, 2 * 4096, Prot::READ, anon, None, 0).unwrap();
     /// mm.mprotect(a, 4096, Prot::READ | Prot::WRITE).unwrap();

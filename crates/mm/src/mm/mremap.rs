@@ -26,8 +26,8 @@ impl Mm {
     /// go.
     ///
     /// ```
-    /// use mm::{MapFlags, Mm, MmConfig, MremapFlags, Prot};
-    /// let mm = Mm::new(MmConfig::default());
+    /// use mm::{MapFlags, Mm, MremapFlags, Prot};
+    /// let mm = Mm::default();
     /// let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
     /// let a = mm.mmap(0, 4096, Prot::READ, anon, None, 0).unwrap();
     /// // A second mapping goes right below the first, so the lower one

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::file::FileMode;
-use crate::{Access, File, Layout, MapFlags, Mm, MmConfig, MremapFlags, Prot, PAGE_SIZE};
+use crate::{Access, File, Layout, MapFlags, Mm, MremapFlags, Prot, PAGE_SIZE};
 
 const P: u64 = PAGE_SIZE;
 const BASE: u64 = 0x1000_0000_0000;
@@ -14,10 +14,7 @@ fn anon() -> MapFlags {
 }
 
 fn mm_with(layout: Layout) -> Mm {
-    Mm::new(MmConfig {
-        layout,
-        ..MmConfig::default()
-    })
+    Mm::new(crate::policy::Policy::shared_default(), layout)
 }
 
 fn ranges(mm: &Mm) -> Vec<(u64, u64)> {
@@ -28,7 +25,7 @@ fn ranges(mm: &Mm) -> Vec<(u64, u64)> {
 fn fixed_move_takes_every_vma_in_the_range() {
     // Linux 6.17+: MREMAP_FIXED with equal lengths moves a range spanning
     // several VMAs, keeping their layout.
-    let mm = Mm::new(MmConfig::default());
+    let mm = Mm::default();
     let rw = Prot::READ | Prot::WRITE;
     mm.mmap(BASE, 4 * P, rw, anon(), None, 0).unwrap();
     mm.mmap(BASE + 4 * P, 4 * P, Prot::READ, anon(), None, 0)
@@ -54,7 +51,7 @@ fn fixed_move_takes_every_vma_in_the_range() {
 
 #[test]
 fn heap_is_what_strictly_overlaps_the_break() {
-    let mm = Mm::new(MmConfig::default());
+    let mm = Mm::default();
     mm.set_brk_base(0x5555_0000_0000);
     let brk = mm.brk(0x5555_0000_0000 + 2 * P);
     // A mapping starting exactly at the break is not the heap.
@@ -67,7 +64,7 @@ fn heap_is_what_strictly_overlaps_the_break() {
 fn write_fault_past_eof_still_prepares_the_anon_vma() {
     // do_cow_fault prepares the anon_vma before it finds the page is past
     // the end of the file; the anon_vma then stops merges.
-    let mm = Mm::new(MmConfig::default());
+    let mm = Mm::default();
     let f = File::new("/tmp/f", 2 * P);
     let fixed = MapFlags::PRIVATE | MapFlags::FIXED;
     let rw = Prot::READ | Prot::WRITE;
@@ -127,7 +124,7 @@ fn hints_round_up_to_the_effective_minimum() {
 
 #[test]
 fn large_file_mappings_align_to_their_offset() {
-    let mm = Mm::new(MmConfig::default());
+    let mm = Mm::default();
     let f: Arc<File> = File::with_mode("/tmp/big", 8 << 20, FileMode::default());
     let a = mm
         .mmap(0, 2 << 20, Prot::READ, MapFlags::PRIVATE, Some(&f), 0)

@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use mm::file::FileMode;
 use mm::procmaps::{self, MapsEntry};
-use mm::{File, IndexKind, Layout, Mm, MmConfig, PAGE_SIZE};
+use mm::FileMode;
+use mm::{File, IndexKind, Layout, Mm, Policy, PAGE_SIZE};
 
 use super::calls::{result_str, Call};
 use super::child::{CMD_WORDS, READY_MAGIC, READY_WORDS};
@@ -339,13 +339,21 @@ impl Pair {
         let files = setup.model_files();
         let mut models = Vec::new();
         for kind in IndexKind::ALL {
-            let config = MmConfig {
-                layout: setup.layout.clone(),
+            let policy = Arc::new(Policy {
                 index: kind,
-                ..MmConfig::default()
-            };
-            let mm = Mm::from_smaps(config, &smaps, start_brk, child.brk0, start_stack, &files)
-                .map_err(|e| format!("Mm::from_smaps: {e}"))?;
+                ..Policy::default()
+            });
+            let layout = setup.layout.clone();
+            let mm = Mm::from_smaps(
+                &policy,
+                layout,
+                &smaps,
+                start_brk,
+                child.brk0,
+                start_stack,
+                &files,
+            )
+            .map_err(|e| format!("Mm::from_smaps: {e}"))?;
             models.push(mm);
         }
         Ok(Pair {

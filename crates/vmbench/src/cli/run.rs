@@ -3,8 +3,8 @@
 use std::io::{self, Write};
 use std::time::Duration;
 
-use mm::imap::ImapDesign;
 use mm::lock::LockKind;
+use mm::policy::ImapDesign;
 use mm::IndexKind;
 use vmlab::run::harness::Mode;
 use vmlab::run::workload::Workload;

@@ -36,9 +36,7 @@
 
 use std::sync::Arc;
 
-use mm::file::FileMode;
-use mm::imap::ImapConfig;
-use mm::{Access, File, Image, MapFlags, Mm, MmConfig, Prot, Segment, PAGE_SIZE};
+use mm::{Access, File, FileMode, Image, MapFlags, Mm, Policy, Prot, Segment, PAGE_SIZE};
 
 /// Libc file VMAs held by idle processes unless `--resident-vmas` says
 /// otherwise: the size at which libc's i_mmap lock dominates exec-heavy
@@ -208,7 +206,7 @@ pub struct Program {
     image: Image,
     ld_so_cache: Arc<File>,
     libc: Arc<File>,
-    config: MmConfig,
+    policy: Arc<Policy>,
 }
 
 /// An address space after an exec, and where its libraries landed.
@@ -257,17 +255,15 @@ impl Program {
     /// The program with fresh files; its address spaces use `index`.
     #[cfg(test)]
     pub fn new(index: mm::IndexKind) -> Program {
-        let config = MmConfig {
+        Program::with_policy(&Arc::new(Policy {
             index,
-            ..MmConfig::default()
-        };
-        Program::with_config(config, &ImapConfig::default())
+            ..Policy::default()
+        }))
     }
 
-    /// The program, its address spaces built with `config` and its files'
-    /// reverse maps kept as `imap` says.
-    pub fn with_config(config: MmConfig, imap: &ImapConfig) -> Program {
-        let open = |elf: &Elf| File::with_imap(elf.path, elf.size, read_only(), imap);
+    /// The program, its files and address spaces made under `policy`.
+    pub fn with_policy(policy: &Arc<Policy>) -> Program {
+        let open = |elf: &Elf| policy.file_with_mode(elf.path, elf.size, read_only());
         let exe = open(&TRUE);
         let ld_so = open(&LD_SO);
         let image = Image {
@@ -276,10 +272,10 @@ impl Program {
             stack_size: STACK_SIZE,
         };
         Program {
-            ld_so_cache: File::with_imap(LD_SO_CACHE.0, LD_SO_CACHE.1, read_only(), imap),
+            ld_so_cache: policy.file_with_mode(LD_SO_CACHE.0, LD_SO_CACHE.1, read_only()),
             libc: open(&LIBC),
             image,
-            config,
+            policy: Arc::clone(policy),
         }
     }
 
@@ -325,7 +321,7 @@ impl Program {
     fn exec_replacing(&self, old: Option<Mm>) -> Result<Process, String> {
         // The kernel allocates the new mm before it drops the old one
         // (`bprm_mm_init`, then `exec_mmap`).
-        let mm = Mm::new(self.config.clone());
+        let mm = self.policy.mm();
         if let Some(old) = old {
             old.exit();
         }

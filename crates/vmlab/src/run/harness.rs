@@ -14,12 +14,10 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use mm::anon::AnonConfig;
-use mm::imap::{ImapConfig, ImapDesign};
-use mm::lock::LockKind;
 use mm::lockstat::{self, LockStats};
-use mm::topology::{self, Topology};
-use mm::{Access, IndexKind, Mm, MmConfig, PAGE_SIZE};
+use mm::policy::{ImapDesign, LockKind, Policy, Topology};
+use mm::topology;
+use mm::{Access, IndexKind, Mm, PAGE_SIZE};
 
 use super::execl::{Process, Program};
 use super::resident;
@@ -86,27 +84,18 @@ impl Default for Design {
 }
 
 impl Design {
-    /// How every address space of a run with this design is built.
-    pub fn mm_config(&self) -> MmConfig {
-        MmConfig {
+    /// The model's policy for a run with this design: every address space
+    /// and file of the run is made under it, its i_mmap groups taken from
+    /// `topology`.
+    pub fn policy(&self, topology: &Arc<Topology>) -> Arc<Policy> {
+        Arc::new(Policy {
             index: self.index,
-            anon: AnonConfig {
-                rule: self.anon_rule,
-                lock: self.lock,
-            },
-            ..MmConfig::default()
-        }
-    }
-
-    /// How the reverse map of every shared file is kept, its groups taken
-    /// from `topology`.
-    pub fn imap_config(&self, topology: &Arc<Topology>) -> ImapConfig {
-        ImapConfig {
-            design: self.imap,
+            imap: self.imap,
             lock: self.lock,
+            anon_rule: self.anon_rule,
             topology: Some(Arc::clone(topology)),
-            ..ImapConfig::default()
-        }
+            ..Policy::default()
+        })
     }
 }
 
@@ -159,14 +148,9 @@ impl Spec {
         }
     }
 
-    /// How every address space of the run is built.
-    pub fn mm_config(&self) -> MmConfig {
-        self.design.mm_config()
-    }
-
-    /// How the reverse map of every shared file of the run is kept.
-    pub fn imap_config(&self) -> ImapConfig {
-        self.design.imap_config(&self.topology)
+    /// The model's policy for the run (see [`Design::policy`]).
+    pub fn policy(&self) -> Arc<Policy> {
+        self.design.policy(&self.topology)
     }
 
     /// The (virtual) CPU worker `id` runs as, and whether it is pinned to
@@ -341,23 +325,25 @@ impl Fixture {
             program: None,
             idle: Vec::new(),
         };
+        // One policy for every address space and file of the run.
+        let policy = spec.policy();
         match spec.workload {
             Workload::Execl => {
-                let program = Program::with_config(spec.mm_config(), &spec.imap_config());
+                let program = Program::with_policy(&policy);
                 fixture.idle = program.idle_population(spec.resident_vmas)?;
                 fixture.program = Some(program);
             }
             Workload::Kernbench => {
                 // Every worker's jobs exec the one program, so all of them
                 // map the same files, as a build's compilers do.
-                let program = Program::with_config(spec.mm_config(), &spec.imap_config());
+                let program = Program::with_policy(&policy);
                 fixture.spaces = (0..spec.threads)
-                    .map(|_| parent_mm(spec, KERNBENCH_PARENT_HEAP_PAGES))
+                    .map(|_| parent_mm(&policy, spec, KERNBENCH_PARENT_HEAP_PAGES))
                     .collect::<Result<_, _>>()?;
                 fixture.program = Some(program);
             }
             Workload::Aim7Brk => {
-                let parent = parent_mm(spec, AIM7_PARENT_HEAP_PAGES)?;
+                let parent = parent_mm(&policy, spec, AIM7_PARENT_HEAP_PAGES)?;
                 let top = HEAP_BASE + AIM7_PARENT_HEAP_PAGES * PAGE_SIZE;
                 // A forked heap VMA cannot grow in place (its anon_vma
                 // chain is not singular, so the kernel's
@@ -385,7 +371,7 @@ impl Fixture {
                     Mode::Threads => 1,
                 };
                 fixture.spaces = (0..spaces)
-                    .map(|_| build_mm(spec))
+                    .map(|_| build_mm(&policy, spec))
                     .collect::<Result<_, _>>()?;
             }
         }
@@ -401,8 +387,7 @@ impl Fixture {
                     .spaces
                     .get(id)
                     .ok_or_else(|| format!("{}: no parent for worker {id}", self.spec.workload))?;
-                let imap = self.spec.imap_config();
-                return Ok(Job::kernbench(parent, program, &imap, id));
+                return Ok(Job::kernbench(parent, program, id));
             }
             _ => {}
         }
@@ -505,9 +490,10 @@ pub fn measure(spec: &Spec, timing: &Timing) -> Result<Measurement, String> {
     })
 }
 
-/// A fresh address space with the resident population and a heap base.
-fn build_mm(spec: &Spec) -> Result<Mm, String> {
-    let mm = Mm::new(spec.mm_config());
+/// A fresh address space under `policy` with the resident population and
+/// a heap base.
+fn build_mm(policy: &Arc<Policy>, spec: &Spec) -> Result<Mm, String> {
+    let mm = policy.mm();
     resident::populate(&mm, spec.resident)?;
     mm.set_brk_base(HEAP_BASE);
     Ok(mm)
@@ -516,9 +502,9 @@ fn build_mm(spec: &Spec) -> Result<Mm, String> {
 /// A parent that forks: a fresh address space (see [`build_mm`]) whose
 /// heap has `pages` pages, all written, so that its children inherit an
 /// anon_vma through their chains.
-fn parent_mm(spec: &Spec, pages: u64) -> Result<Mm, String> {
+fn parent_mm(policy: &Arc<Policy>, spec: &Spec, pages: u64) -> Result<Mm, String> {
     let w = spec.workload;
-    let parent = build_mm(spec)?;
+    let parent = build_mm(policy, spec)?;
     let top = HEAP_BASE + pages * PAGE_SIZE;
     if parent.brk(top) != top {
         return Err(format!("{w}: the parent's brk was refused"));

@@ -80,15 +80,16 @@ pub fn populate(mm: &Mm, count: usize) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mm::{IndexKind, MmConfig};
+    use mm::{IndexKind, Policy};
 
     #[test]
     fn population_has_the_requested_size_on_both_indexes() {
         for index in IndexKind::ALL {
-            let mm = Mm::new(MmConfig {
+            let mm = std::sync::Arc::new(Policy {
                 index,
-                ..MmConfig::default()
-            });
+                ..Policy::default()
+            })
+            .mm();
             populate(&mm, 301).unwrap();
             mm.validate().unwrap();
         }

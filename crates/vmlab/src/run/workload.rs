@@ -29,10 +29,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use mm::{Access, File, MapFlags, Mm, Prot, PAGE_SIZE};
-
-use mm::file::FileMode;
-use mm::imap::ImapConfig;
+use mm::{Access, File, FileMode, MapFlags, Mm, Prot, PAGE_SIZE};
 
 use super::execl::{Process, Program};
 
@@ -222,28 +219,22 @@ impl<'a> Job<'a> {
 
     /// A `kernbench` job for worker `id`: compile jobs forked from
     /// `parent`, each execing `program`; the worker's source and object
-    /// files get reverse maps kept as `imap` says.
-    pub fn kernbench(
-        parent: &'a Mm,
-        program: &'a Program,
-        imap: &ImapConfig,
-        id: usize,
-    ) -> Job<'a> {
+    /// files are opened under the parent's policy.
+    pub fn kernbench(parent: &'a Mm, program: &'a Program, id: usize) -> Job<'a> {
+        let policy = parent.policy();
         let read_only = FileMode {
             write: false,
             ..FileMode::default()
         };
-        let source = File::with_imap(
+        let source = policy.file_with_mode(
             format!("/tmp/kernbench.{id}/main.i"),
             SOURCE_PAGES * PAGE_SIZE,
             read_only,
-            imap,
         );
-        let output = File::with_imap(
+        let output = policy.file_with_mode(
             format!("/tmp/kernbench.{id}/main.o"),
             OUTPUT_PAGES * PAGE_SIZE,
             FileMode::default(),
-            imap,
         );
         Job {
             workload: Workload::Kernbench,
@@ -515,7 +506,6 @@ impl Space<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mm::MmConfig;
 
     #[test]
     fn every_workload_leaves_the_map_as_it_found_it() {
@@ -524,7 +514,7 @@ mod tests {
             .into_iter()
             .filter(|w| !own_processes.contains(w))
         {
-            let mm = Mm::new(MmConfig::default());
+            let mm = Mm::default();
             mm.set_brk_base(HEAP_BASE);
             let mut job = Job::new(&mm, w, 0, HEAP_BASE);
             let mut ops = 0;
@@ -540,7 +530,7 @@ mod tests {
 
     #[test]
     fn page_fault3_counts_one_op_per_page() {
-        let mm = Mm::new(MmConfig::default());
+        let mm = Mm::default();
         let mut job = Job::new(&mm, Workload::PageFault3, 0, HEAP_BASE);
         let pages = MEMSIZE / PAGE_SIZE;
         // One mapping step, then one step per page; the last one unmaps.
@@ -551,7 +541,7 @@ mod tests {
 
     #[test]
     fn execl_on_an_address_space_is_an_error_not_a_panic() {
-        let mm = Mm::new(MmConfig::default());
+        let mm = Mm::default();
         let mut job = Job::new(&mm, Workload::Execl, 3, HEAP_BASE);
         let err = job.step().unwrap_err();
         assert!(err.contains("execl worker 3"), "{err}");
@@ -581,10 +571,11 @@ mod tests {
 
     /// `make`: a resident map and a written heap.
     fn make_parent(index: mm::IndexKind) -> Mm {
-        let parent = Mm::new(MmConfig {
+        let parent = Arc::new(mm::Policy {
             index,
-            ..MmConfig::default()
-        });
+            ..mm::Policy::default()
+        })
+        .mm();
         super::super::resident::populate(&parent, 40).unwrap();
         parent.set_brk_base(HEAP_BASE);
         let top = HEAP_BASE + 4 * PAGE_SIZE;
@@ -604,7 +595,7 @@ mod tests {
         for index in mm::IndexKind::ALL {
             let program = Program::new(index);
             let parent = make_parent(index);
-            let mut job = Job::kernbench(&parent, &program, &ImapConfig::default(), 2);
+            let mut job = Job::kernbench(&parent, &program, 2);
             let (source, output) = match &job.target {
                 Target::Build(b) => (Arc::clone(&b.source), Arc::clone(&b.output)),
                 _ => panic!("not a build job"),
@@ -691,7 +682,7 @@ mod tests {
 
     #[test]
     fn aim7_brk_moves_only_the_end_of_the_task_heap() {
-        let parent = Mm::new(MmConfig::default());
+        let parent = Mm::default();
         parent.set_brk_base(HEAP_BASE);
         let top = HEAP_BASE + 4 * PAGE_SIZE;
         assert_eq!(parent.brk(top), top);
