@@ -157,11 +157,11 @@ impl Adaptive {
                 // The group was recorded (and counted) when the VMA was
                 // linked; only the tree changes.
                 let g = vma.imap_group().unwrap_or(0).min(state.groups.len() - 1);
-                tree_insert(state.groups[g].0.get_mut(), vma);
+                tree_insert(state.groups[g].get_mut(), vma);
             }
         } else {
             for l in state.groups.iter_mut() {
-                let tree = l.0.get_mut();
+                let tree = l.get_mut();
                 let _ = tree.visit_all(|e| {
                     tree_insert(&mut state.central, e.value);
                     ControlFlow::Continue(())
@@ -196,7 +196,7 @@ impl Adaptive {
         let state = &mut *top;
         f(None, &state.central);
         for (g, l) in state.groups.iter_mut().enumerate() {
-            f(Some(g), l.0.get_mut())
+            f(Some(g), l.get_mut())
         }
     }
 }
@@ -206,7 +206,7 @@ fn visit_state(state: &mut State, first: u64, last: u64, f: Visit<'_>) -> Contro
         return tree_visit(&state.central, first, last, f);
     }
     for l in state.groups.iter_mut() {
-        tree_visit(l.0.get_mut(), first, last, f)?;
+        tree_visit(l.get_mut(), first, last, f)?;
     }
     ControlFlow::Continue(())
 }

@@ -6,11 +6,12 @@
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use super::{sem, tree_insert, tree_remove, tree_visit, Groups, Padded, Tree};
+use super::{sem, tree_insert, tree_remove, tree_visit, Groups, Tree};
 use crate::itree::Itree;
 use crate::lock::{RwSem, WriteGuard};
 use crate::policy::Policy;
 use crate::vma::Vma;
+use crossbeam_utils::CachePadded;
 
 /// A walk's visitor.
 pub(super) type Visit<'a> = &'a mut dyn FnMut(&Arc<Vma>) -> ControlFlow<()>;
@@ -77,11 +78,11 @@ pub(super) fn new_tree(config: &Policy) -> Tree {
 }
 
 /// One tree behind its own lock, per group.
-pub(super) type GroupLocks = Box<[Padded<RwSem<Tree>>]>;
+pub(super) type GroupLocks = Box<[CachePadded<RwSem<Tree>>]>;
 
 pub(super) fn group_locks(config: &Policy, nr: usize) -> GroupLocks {
     (0..nr)
-        .map(|_| Padded(sem(config, new_tree(config))))
+        .map(|_| CachePadded::new(sem(config, new_tree(config))))
         .collect()
 }
 
@@ -100,7 +101,7 @@ pub(super) fn apply_locked(
         .into_iter()
         .filter(|&g| g < locks.len())
         .map(|g| {
-            let lock = &locks[g].0;
+            let lock = &locks[g];
             let guard = match probe.then(|| lock.try_write()).flatten() {
                 Some(guard) => guard,
                 None => {
@@ -208,7 +209,7 @@ impl SplitLocked {
     pub(super) fn walk(&self, first: u64, last: u64, f: Visit<'_>) -> ControlFlow<()> {
         // Every lock first, then the visit: the walk sees one consistent
         // set, as a walk under the kernel's single lock does.
-        let guards: Vec<_> = self.groups.iter().map(|l| l.0.read()).collect();
+        let guards: Vec<_> = self.groups.iter().map(|l| l.read()).collect();
         for t in &guards {
             tree_visit(t, first, last, f)?;
         }
@@ -216,7 +217,7 @@ impl SplitLocked {
     }
 
     pub(super) fn each_tree(&self, f: EachTree<'_>) {
-        let guards: Vec<_> = self.groups.iter().map(|l| l.0.read()).collect();
+        let guards: Vec<_> = self.groups.iter().map(|l| l.read()).collect();
         for (g, t) in guards.iter().enumerate() {
             f(Some(g), t)
         }
@@ -248,7 +249,7 @@ impl Distributed {
         // Exclusive on the top lock, no change holds or waits for a group
         // lock, so the trees are reached through `&mut` without locking.
         for l in top.iter_mut() {
-            tree_visit(l.0.get_mut(), first, last, f)?;
+            tree_visit(l.get_mut(), first, last, f)?;
         }
         ControlFlow::Continue(())
     }
@@ -256,7 +257,7 @@ impl Distributed {
     pub(super) fn each_tree(&self, f: EachTree<'_>) {
         let mut top = self.top.write();
         for (g, l) in top.iter_mut().enumerate() {
-            f(Some(g), l.0.get_mut())
+            f(Some(g), l.get_mut())
         }
     }
 }

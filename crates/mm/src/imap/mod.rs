@@ -51,6 +51,8 @@ use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use crossbeam_utils::CachePadded;
+
 use crate::itree::Itree;
 use crate::lock::RwSem;
 use crate::lockstat::LockClass;
@@ -98,12 +100,6 @@ pub(crate) fn tree_visit(
     tree.visit_overlap(first, last, |e| f(e.value))
 }
 
-/// One lock-protected tree, alone on its cache lines so that groups on
-/// different CPUs do not share a line.
-#[derive(Debug)]
-#[repr(align(128))]
-pub(crate) struct Padded<T>(pub(crate) T);
-
 /// A link or unlink request: the VMA and, for a link, the group of the VMA
 /// it comes from.
 pub(crate) struct Link<'a> {
@@ -122,7 +118,7 @@ pub(crate) struct Groups {
     /// VMAs per group, for [`Placement::LeastPopulated`] and
     /// [`IMap::count`]; each count changes only under its group's lock (or
     /// the one lock that covers every group).
-    population: Box<[Padded<AtomicUsize>]>,
+    population: Box<[CachePadded<AtomicUsize>]>,
 }
 
 impl Groups {
@@ -150,7 +146,9 @@ impl Groups {
             cpus_per_group,
             placement: config.placement,
             topology,
-            population: (0..nr).map(|_| Padded(AtomicUsize::new(0))).collect(),
+            population: (0..nr)
+                .map(|_| CachePadded::new(AtomicUsize::new(0)))
+                .collect(),
         }
     }
 
@@ -179,28 +177,28 @@ impl Groups {
                 g % self.nr
             }
             Placement::LeastPopulated => (0..self.nr)
-                .min_by_key(|&g| self.population[g].0.load(Ordering::Relaxed))
+                .min_by_key(|&g| self.population[g].load(Ordering::Relaxed))
                 .unwrap_or(0),
         }
     }
 
     pub(crate) fn added(&self, group: usize) {
-        self.population[group].0.fetch_add(1, Ordering::Relaxed);
+        self.population[group].fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn removed(&self, group: usize) {
-        self.population[group].0.fetch_sub(1, Ordering::Relaxed);
+        self.population[group].fetch_sub(1, Ordering::Relaxed);
     }
 
     fn total(&self) -> usize {
         self.population
             .iter()
-            .map(|p| p.0.load(Ordering::Relaxed))
+            .map(|p| p.load(Ordering::Relaxed))
             .sum()
     }
 
     fn population(&self, group: usize) -> usize {
-        self.population[group].0.load(Ordering::Relaxed)
+        self.population[group].load(Ordering::Relaxed)
     }
 }
 

@@ -14,6 +14,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crossbeam_utils::CachePadded;
 use mm::lockstat::{self, LockStats};
 use mm::policy::{ImapDesign, LockKind, Policy, Topology};
 use mm::topology;
@@ -249,29 +250,25 @@ impl Measurement {
     }
 }
 
-/// Keeps a flag on a cache line of its own, so that the flag the workers
-/// poll on every step shares its line with nothing that is written.
-#[repr(align(128))]
-struct Padded<T>(T);
-
 /// What the controller and the workers share.
 struct Control {
     barrier: Barrier,
     /// Set by the controller to end the current run phase; polled by the
-    /// workers after every step.
-    stop: Padded<AtomicBool>,
+    /// workers after every step; on a cache line of its own, so that the
+    /// flag the workers poll shares its line with nothing that is written.
+    stop: CachePadded<AtomicBool>,
     /// Set by a worker that hit an error, so that everyone stops early.
-    failed: Padded<AtomicBool>,
+    failed: CachePadded<AtomicBool>,
 }
 
 impl Control {
     fn fail(&self) {
-        self.failed.0.store(true, Ordering::Relaxed);
-        self.stop.0.store(true, Ordering::Relaxed);
+        self.failed.store(true, Ordering::Relaxed);
+        self.stop.store(true, Ordering::Relaxed);
     }
 
     fn failed(&self) -> bool {
-        self.failed.0.load(Ordering::Relaxed)
+        self.failed.load(Ordering::Relaxed)
     }
 
     /// Sleeps for `d`, waking early if a worker failed.
@@ -435,8 +432,8 @@ pub fn measure(spec: &Spec, timing: &Timing) -> Result<Measurement, String> {
         .collect::<Result<Vec<_>, String>>()?;
     let ctl = Control {
         barrier: Barrier::new(spec.threads + 1),
-        stop: Padded(AtomicBool::new(false)),
-        failed: Padded(AtomicBool::new(false)),
+        stop: CachePadded::new(AtomicBool::new(false)),
+        failed: CachePadded::new(AtomicBool::new(false)),
     };
     thread::scope(|s| {
         let workers: Vec<_> = jobs
@@ -523,17 +520,17 @@ fn parent_mm(policy: &Arc<Policy>, spec: &Spec, pages: u64) -> Result<Mm, String
 fn control(ctl: &Control, timing: &Timing) -> (Duration, LockStats) {
     ctl.barrier.wait(); // workers set up: warm-up begins
     ctl.sleep(timing.warmup);
-    ctl.stop.0.store(true, Ordering::Relaxed);
+    ctl.stop.store(true, Ordering::Relaxed);
     ctl.barrier.wait(); // workers parked after warm-up
     if !ctl.failed() {
         // Safe to clear: every worker is parked until the next barrier.
-        ctl.stop.0.store(false, Ordering::Relaxed);
+        ctl.stop.store(false, Ordering::Relaxed);
     }
     let before = lockstat::snapshot();
     let start = Instant::now();
     ctl.barrier.wait(); // timed interval begins
     ctl.sleep(timing.duration);
-    ctl.stop.0.store(true, Ordering::Relaxed);
+    ctl.stop.store(true, Ordering::Relaxed);
     ctl.barrier.wait(); // workers parked, counts final
     let elapsed = start.elapsed();
     let locks = lockstat::snapshot().since(&before);
@@ -602,7 +599,7 @@ fn run_phase(ctl: &Control, job: &mut Job<'_>) -> Result<u64, String> {
     let mut ops = 0;
     let mut guard = maple::pin();
     let mut steps = 0u32;
-    while !ctl.stop.0.load(Ordering::Relaxed) {
+    while !ctl.stop.load(Ordering::Relaxed) {
         ops += job.step_in(&guard)?;
         steps = steps.wrapping_add(1);
         if steps % QUIESCE_EVERY == 0 {
