@@ -27,6 +27,8 @@
 //! or rekeyed (the start moves). With the rule off every adjustment of a
 //! VMA with an anon_vma takes it, as today's kernel does.
 //!
+//! Counting the acquisitions, with the `lockstat` feature:
+//!
 //! ```
 //! use mm::lockstat::{self, LockClass};
 //! use mm::{Access, MapFlags, Mm, Prot};
