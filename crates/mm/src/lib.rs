@@ -44,6 +44,7 @@
 #![deny(missing_docs)]
 
 pub mod anon;
+pub mod call;
 mod errno;
 pub mod file;
 mod flags;
@@ -60,6 +61,7 @@ pub mod topology;
 mod vma;
 mod vma_lock;
 
+pub use call::Call;
 pub use errno::Errno;
 pub use file::File;
 pub use flags::{MapFlags, MremapFlags, Prot, VmFlags, PAGE_SHIFT, PAGE_SIZE, PMD_SIZE};
