@@ -58,6 +58,7 @@
 #![deny(missing_docs)]
 
 pub mod anon;
+pub mod call;
 mod errno;
 mod file;
 mod flags;
@@ -100,5 +101,6 @@ pub use file::{File, FileMode};
 pub use flags::{MapFlags, MremapFlags, Prot, VmFlags, PAGE_SHIFT, PAGE_SIZE, PMD_SIZE};
 pub use layout::Layout;
 pub use mm::{Access, FaultError, FaultPath, Image, Mm, Segment};
+pub use call::Call;
 pub use policy::{IndexKind, Policy};
 pub use vma::Vma;

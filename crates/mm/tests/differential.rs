@@ -23,9 +23,6 @@
 //! test exits non-zero.
 
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-#[path = "differential/calls.rs"]
-mod calls;
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 #[path = "differential/child.rs"]
 mod child;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]

@@ -8,6 +8,7 @@
 use std::fmt::{self, Write as _};
 use std::path::Path;
 
+use mm::Call;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -357,14 +358,78 @@ pub enum Event {
 impl Event {
     /// Whether this is one of the replayed system calls.
     pub fn is_call(&self) -> bool {
-        matches!(
-            self,
-            Event::Mmap { .. }
-                | Event::Munmap { .. }
-                | Event::Mprotect { .. }
-                | Event::Mremap { .. }
-                | Event::Brk { .. }
-        )
+        self.call().is_some()
+    }
+
+    /// The address space and the task the event belongs to (for a fork,
+    /// the child's).
+    pub fn owner(&self) -> (usize, i32) {
+        match *self {
+            Event::Exec { space, pid, .. }
+            | Event::Fork { space, pid, .. }
+            | Event::Sync { space, pid, .. }
+            | Event::Mmap { space, pid, .. }
+            | Event::Munmap { space, pid, .. }
+            | Event::Mprotect { space, pid, .. }
+            | Event::Mremap { space, pid, .. }
+            | Event::Brk { space, pid, .. }
+            | Event::Other { space, pid, .. }
+            | Event::Final { space, pid, .. } => (space, pid),
+        }
+    }
+
+    /// The replayed system call this event records, as the model takes
+    /// it, with the kernel's result. An `mmap`'s `fd` is the traced
+    /// process's: the file it named is the event's `file`.
+    ///
+    /// ```
+    /// use vmtrace::format::{Event, Hex, Ret};
+    /// let ev = Event::Munmap { space: 0, pid: 7, addr: Hex(0x1000), len: Hex(4096), ret: Ret(0) };
+    /// let (call, ret) = ev.call().unwrap();
+    /// assert_eq!((call.to_string(), ret), ("munmap(0x1000, 4096)".to_string(), Ret(0)));
+    /// ```
+    pub fn call(&self) -> Option<(Call, Ret)> {
+        let call = match *self {
+            Event::Mmap {
+                addr: Hex(addr),
+                len: Hex(len),
+                prot: Hex(prot),
+                flags: Hex(flags),
+                fd,
+                off: Hex(off),
+                ret,
+                ..
+            } => (Call::mmap(addr, len, prot, flags, fd, off), ret),
+            Event::Munmap {
+                addr: Hex(addr),
+                len: Hex(len),
+                ret,
+                ..
+            } => (Call::munmap(addr, len), ret),
+            Event::Mprotect {
+                addr: Hex(addr),
+                len: Hex(len),
+                prot: Hex(prot),
+                ret,
+                ..
+            } => (Call::mprotect(addr, len, prot), ret),
+            Event::Mremap {
+                addr: Hex(addr),
+                old_len: Hex(old_len),
+                new_len: Hex(new_len),
+                flags: Hex(flags),
+                new_addr: Hex(new_addr),
+                ret,
+                ..
+            } => (Call::mremap(addr, old_len, new_len, flags, new_addr), ret),
+            Event::Brk {
+                addr: Hex(addr),
+                ret,
+                ..
+            } => (Call::brk(addr), ret),
+            _ => return None,
+        };
+        Some(call)
     }
 }
 

@@ -17,10 +17,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use mm::procmaps::{MapsEntry, SmapsEntry};
-use mm::{
-    Access, Errno, File, FileMode, IndexKind, Layout, MapFlags, Mm, MremapFlags, Policy, Prot,
-    VmFlags,
-};
+use mm::{Access, File, FileMode, IndexKind, Layout, Mm, Policy, VmFlags};
 
 use crate::format::{Event, Hex, Ret, Trace};
 
@@ -120,13 +117,6 @@ struct Space {
     last_final: Option<(usize, i32, Vec<String>)>,
 }
 
-fn ret_of(r: Result<u64, Errno>) -> Ret {
-    match r {
-        Ok(v) => Ret(v as i64),
-        Err(e) => Ret(-i64::from(e.code())),
-    }
-}
-
 /// Replay `trace` on models using `index`, within `limits`.
 ///
 /// ```
@@ -164,21 +154,9 @@ pub fn replay(trace: &Trace, index: IndexKind, limits: &Limits) -> Result<Outcom
     let mut spaces: BTreeMap<usize, Space> = BTreeMap::new();
     let mut missing: HashSet<usize> = HashSet::new();
     for (i, ev) in trace.events.iter().enumerate() {
-        let space_id = match ev {
-            Event::Exec { space, .. }
-            | Event::Fork { space, .. }
-            | Event::Sync { space, .. }
-            | Event::Mmap { space, .. }
-            | Event::Munmap { space, .. }
-            | Event::Mprotect { space, .. }
-            | Event::Mremap { space, .. }
-            | Event::Brk { space, .. }
-            | Event::Other { space, .. }
-            | Event::Final { space, .. } => *space,
-        };
+        let (space_id, pid) = ev.owner();
         match ev {
             Event::Exec {
-                pid,
                 stack_rlimit,
                 start_brk,
                 start_stack,
@@ -272,7 +250,7 @@ pub fn replay(trace: &Trace, index: IndexKind, limits: &Limits) -> Result<Outcom
                 }
                 continue;
             }
-            Event::Fork { parent, pid, .. } => {
+            Event::Fork { parent, .. } => {
                 let Some(p) = spaces.get(parent) else {
                     missing.insert(space_id);
                     out.diffs.push(format!(
@@ -321,9 +299,7 @@ pub fn replay(trace: &Trace, index: IndexKind, limits: &Limits) -> Result<Outcom
         };
         let before = space.mm.map_count();
         match ev {
-            Event::Exec { .. } | Event::Fork { .. } => unreachable!("handled above"),
             Event::Sync {
-                pid,
                 anon_add,
                 anon_del,
                 stacks,
@@ -336,17 +312,13 @@ pub fn replay(trace: &Trace, index: IndexKind, limits: &Limits) -> Result<Outcom
                 if let Some(s) = stacks {
                     space.stacks = s.clone();
                 }
-                settle(space, i, *pid, &mut out.diffs);
+                settle(space, i, pid, &mut out.diffs);
             }
-            Event::Final { pid, maps, .. } => {
-                space.last_final = Some((i, *pid, maps.clone()));
+            Event::Final { maps, .. } => {
+                space.last_final = Some((i, pid, maps.clone()));
             }
             Event::Other {
-                pid,
-                name,
-                args,
-                ret,
-                ..
+                name, args, ret, ..
             } => {
                 let args: Vec<String> = args.iter().map(|a| format!("{:#x}", a.0)).collect();
                 out.notes.push(format!(
@@ -354,13 +326,17 @@ pub fn replay(trace: &Trace, index: IndexKind, limits: &Limits) -> Result<Outcom
                     args.join(", ")
                 ));
             }
-            call => {
-                let (name, pid, text, kernel, model) = replay_call(&space.mm, call, &files);
-                *out.calls.entry(name).or_default() += 1;
-                if kernel != model {
-                    out.diffs.push(format!(
-                        "event {i} [pid {pid}, space {space_id}]: {text}: kernel {kernel}, model {model}"
-                    ));
+            // Exec and fork were handled above: the rest are calls.
+            _ => {
+                if let Some((call, kernel)) = ev.call() {
+                    let model = call.apply(&space.mm, |_| recorded_file(ev, &files));
+                    let model = Ret(mm::call::raw(model));
+                    *out.calls.entry(call.name()).or_default() += 1;
+                    if kernel != model {
+                        out.diffs.push(format!(
+                            "event {i} [pid {pid}, space {space_id}]: {call}: kernel {kernel}, model {model}"
+                        ));
+                    }
                 }
             }
         }
@@ -486,95 +462,22 @@ fn settle(space: &mut Space, i: usize, pid: i32, diffs: &mut Vec<String>) {
     }
 }
 
-/// Replay one system call; returns its name, the task, the call as text,
-/// the kernel's result and the model's.
-fn replay_call(mm: &Mm, ev: &Event, files: &[Arc<File>]) -> (&'static str, i32, String, Ret, Ret) {
-    match ev {
-        Event::Mmap {
-            pid,
-            addr,
-            len,
-            prot,
-            flags,
-            fd,
-            off,
-            file,
-            file_size,
-            ret,
-            ..
-        } => {
-            let f = file.map(|id| Arc::clone(&files[id]));
-            if let (Some(f), Some(size)) = (&f, file_size) {
-                f.set_size(size.0);
-            }
-            let model = mm.mmap(
-                addr.0,
-                len.0,
-                Prot::from_bits_retain(prot.0 as u32),
-                MapFlags::from_bits_retain(flags.0 as u32),
-                f.as_ref(),
-                off.0,
-            );
-            let text = format!(
-                "mmap({:#x}, {:#x}, {:#x}, {:#x}, {fd}, {:#x})",
-                addr.0, len.0, prot.0, flags.0, off.0
-            );
-            ("mmap", *pid, text, *ret, ret_of(model))
-        }
-        Event::Munmap {
-            pid,
-            addr,
-            len,
-            ret,
-            ..
-        } => {
-            let model = mm.munmap(addr.0, len.0).map(|()| 0);
-            let text = format!("munmap({:#x}, {:#x})", addr.0, len.0);
-            ("munmap", *pid, text, *ret, ret_of(model))
-        }
-        Event::Mprotect {
-            pid,
-            addr,
-            len,
-            prot,
-            ret,
-            ..
-        } => {
-            let model = mm
-                .mprotect(addr.0, len.0, Prot::from_bits_retain(prot.0 as u32))
-                .map(|()| 0);
-            let text = format!("mprotect({:#x}, {:#x}, {:#x})", addr.0, len.0, prot.0);
-            ("mprotect", *pid, text, *ret, ret_of(model))
-        }
-        Event::Mremap {
-            pid,
-            addr,
-            old_len,
-            new_len,
-            flags,
-            new_addr,
-            ret,
-            ..
-        } => {
-            let model = mm.mremap(
-                addr.0,
-                old_len.0,
-                new_len.0,
-                MremapFlags::from_bits_retain(flags.0 as u32),
-                new_addr.0,
-            );
-            let text = format!(
-                "mremap({:#x}, {:#x}, {:#x}, {:#x}, {:#x})",
-                addr.0, old_len.0, new_len.0, flags.0, new_addr.0
-            );
-            ("mremap", *pid, text, *ret, ret_of(model))
-        }
-        Event::Brk { pid, addr, ret, .. } => {
-            let model = Ret(mm.brk(addr.0) as i64);
-            ("brk", *pid, format!("brk({:#x})", addr.0), *ret, model)
-        }
-        _ => unreachable!("replay_call is only given system calls"),
+/// The file an `mmap` event's descriptor named, at the size it had at
+/// the call.
+fn recorded_file(ev: &Event, files: &[Arc<File>]) -> Option<Arc<File>> {
+    let Event::Mmap {
+        file: Some(id),
+        file_size,
+        ..
+    } = ev
+    else {
+        return None;
+    };
+    let file = Arc::clone(&files[*id]);
+    if let Some(size) = file_size {
+        file.set_size(size.0);
     }
+    Some(file)
 }
 
 /// Whether a kernel maps line and a model one agree on range,

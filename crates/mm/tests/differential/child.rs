@@ -9,6 +9,8 @@
 
 use std::ffi::CString;
 
+use mm::Call;
+
 /// Words per command record: the operation and six arguments.
 pub const CMD_WORDS: usize = 7;
 /// Words in the ready record.
@@ -17,6 +19,8 @@ pub const READY_WORDS: usize = 16;
 pub const READY_MAGIC: u64 = 0x7673_6361_6c65_6466;
 /// Most files the child opens.
 pub const MAX_FILES: usize = 8;
+/// The descriptor of the first file; the others follow it.
+pub const FILE_FD0: i32 = 100;
 
 /// Operation codes of the command records.
 pub const OP_MMAP: u64 = 1;
@@ -31,8 +35,26 @@ pub const OP_BRK: u64 = 5;
 /// A write fault at `a0`: `read(/dev/zero, a0, 1)`.
 pub const OP_FAULT: u64 = 6;
 
+/// The command record that runs `call`.
+pub fn record(call: &Call) -> [u64; CMD_WORDS] {
+    match call {
+        Call::Mmap(c) => {
+            let fd = i64::from(c.fd) as u64;
+            [OP_MMAP, c.addr, c.len, c.prot, c.flags, fd, c.off]
+        }
+        Call::Munmap(c) => [OP_MUNMAP, c.addr, c.len, 0, 0, 0, 0],
+        Call::Mprotect(c) => [OP_MPROTECT, c.addr, c.len, c.prot, 0, 0, 0],
+        Call::Mremap(c) => [
+            OP_MREMAP, c.addr, c.old_len, c.new_len, c.flags, c.new_addr, 0,
+        ],
+        Call::Brk(c) => [OP_BRK, c.addr, 0, 0, 0, 0, 0],
+        Call::WriteFault(c) => [OP_FAULT, c.addr, 0, 0, 0, 0, 0],
+    }
+}
+
 /// What the child opens before it reports ready: the files the parent
-/// named (one `r:` or `w:` prefixed path per line) and `/dev/zero`.
+/// named (one `r:` or `w:` prefixed path per line), as descriptors
+/// `FILE_FD0` on, and `/dev/zero`.
 struct Setup {
     fds: [i64; MAX_FILES],
     nfiles: usize,
@@ -53,7 +75,20 @@ fn open_all() -> Setup {
         let c = CString::new(path).expect("path without NUL");
         // SAFETY: `c` is a valid NUL-terminated string for the call.
         let fd = unsafe { libc::open(c.as_ptr(), flags | libc::O_CLOEXEC) };
-        fds[nfiles] = i64::from(fd);
+        // Calls name files by descriptor, and a case runs in many children
+        // (shrinking): each must hold every file at the same number.
+        let want = FILE_FD0 + nfiles as i32;
+        let fixed = if fd < 0 || fd == want {
+            fd
+        } else {
+            // SAFETY: plain descriptor calls on the descriptor just opened.
+            unsafe {
+                let fixed = libc::dup3(fd, want, libc::O_CLOEXEC);
+                libc::close(fd);
+                fixed
+            }
+        };
+        fds[nfiles] = i64::from(fixed);
         nfiles += 1;
     }
     let dz = CString::new("/dev/zero").expect("no NUL");
@@ -127,7 +162,9 @@ fn run(cmd: &[u64; CMD_WORDS], devzero: i32) -> i64 {
             OP_MREMAP => raw(libc::syscall(libc::SYS_mremap, a0, a1, a2, a3, a4)),
             // brk returns the break, never -1.
             OP_BRK => libc::syscall(libc::SYS_brk, a0),
-            OP_FAULT => raw(libc::read(devzero, a0 as *mut libc::c_void, 1) as i64),
+            // A served fault returns 0, as `Call::apply` does, not
+            // read's byte count.
+            OP_FAULT => raw(libc::read(devzero, a0 as *mut libc::c_void, 1) as i64).min(0),
             _ => -i64::from(libc::ENOSYS),
         }
     }

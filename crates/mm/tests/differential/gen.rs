@@ -9,9 +9,9 @@
 
 use std::sync::Arc;
 
-use mm::{Mm, Vma, PAGE_SIZE};
+use mm::{Call, Mm, Vma, PAGE_SIZE};
 
-use super::calls::{Call, Fd};
+use super::child::FILE_FD0;
 
 const PAGE: u64 = PAGE_SIZE;
 const PMD: u64 = 2 << 20;
@@ -76,22 +76,25 @@ pub struct Gen {
     pub cluster: u64,
 }
 
-const MAP_SHARED: u32 = 0x01;
-const MAP_PRIVATE: u32 = 0x02;
-const MAP_SHARED_VALIDATE: u32 = 0x03;
-const MAP_FIXED: u32 = 0x10;
-const MAP_ANONYMOUS: u32 = 0x20;
-const MAP_32BIT: u32 = 0x40;
-const MAP_GROWSDOWN: u32 = 0x100;
-const MAP_NORESERVE: u32 = 0x4000;
-const MAP_POPULATE: u32 = 0x8000;
-const MAP_STACK: u32 = 0x2_0000;
-const MAP_FIXED_NOREPLACE: u32 = 0x10_0000;
-const PROT_GROWSDOWN: u32 = 0x0100_0000;
-const PROT_GROWSUP: u32 = 0x0200_0000;
-const MREMAP_MAYMOVE: u32 = 1;
-const MREMAP_FIXED: u32 = 2;
-const MREMAP_DONTUNMAP: u32 = 4;
+const MAP_SHARED: u64 = 0x01;
+const MAP_PRIVATE: u64 = 0x02;
+const MAP_SHARED_VALIDATE: u64 = 0x03;
+const MAP_FIXED: u64 = 0x10;
+const MAP_ANONYMOUS: u64 = 0x20;
+const MAP_32BIT: u64 = 0x40;
+const MAP_GROWSDOWN: u64 = 0x100;
+const MAP_NORESERVE: u64 = 0x4000;
+const MAP_POPULATE: u64 = 0x8000;
+const MAP_STACK: u64 = 0x2_0000;
+const MAP_FIXED_NOREPLACE: u64 = 0x10_0000;
+const PROT_GROWSDOWN: u64 = 0x0100_0000;
+const PROT_GROWSUP: u64 = 0x0200_0000;
+const MREMAP_MAYMOVE: u64 = 1;
+const MREMAP_FIXED: u64 = 2;
+const MREMAP_DONTUNMAP: u64 = 4;
+/// A bit above the 32 the flag words' names use: the kernel takes the
+/// words as `unsigned long`.
+const HIGH_BIT: u64 = 1 << 32;
 
 impl Gen {
     /// Whether `[s, e)` lies inside one owned range.
@@ -228,10 +231,10 @@ impl Gen {
         (s, e)
     }
 
-    fn prot(&mut self) -> u32 {
-        let p = self.rng.below(8) as u32;
+    fn prot(&mut self) -> u64 {
+        let p = self.rng.below(8);
         if self.rng.pct(2) {
-            p | self.rng.pick(&[0x8, 0x10, 0x40, 0x8000_0000])
+            p | self.rng.pick(&[0x8, 0x10, 0x40, 0x8000_0000, HIGH_BIT])
         } else {
             p
         }
@@ -253,23 +256,21 @@ impl Gen {
         let mut len = self.len();
         let prot = self.prot();
         let nfiles = self.files.len() as u64;
-        let (mut flags, fd) = match self.rng.below(100) {
-            0..=34 => (MAP_PRIVATE | MAP_ANONYMOUS, Fd::None),
-            35..=49 => (MAP_SHARED | MAP_ANONYMOUS, Fd::None),
-            50..=74 => (MAP_PRIVATE, Fd::File(self.rng.below(nfiles) as usize)),
-            75..=94 => (MAP_SHARED, Fd::File(self.rng.below(nfiles) as usize)),
-            95..=96 => (
-                MAP_SHARED_VALIDATE,
-                Fd::File(self.rng.below(nfiles) as usize),
-            ),
-            97 => (MAP_PRIVATE, Fd::None),
-            98 => (self.rng.pick(&[0, 0xf, 4]) | MAP_ANONYMOUS, Fd::None),
-            _ => (MAP_SHARED | MAP_ANONYMOUS, Fd::File(0)),
+        // The test file the descriptor names, if any.
+        let (mut flags, index) = match self.rng.below(100) {
+            0..=34 => (MAP_PRIVATE | MAP_ANONYMOUS, None),
+            35..=49 => (MAP_SHARED | MAP_ANONYMOUS, None),
+            50..=74 => (MAP_PRIVATE, Some(self.rng.below(nfiles) as usize)),
+            75..=94 => (MAP_SHARED, Some(self.rng.below(nfiles) as usize)),
+            95..=96 => (MAP_SHARED_VALIDATE, Some(self.rng.below(nfiles) as usize)),
+            97 => (MAP_PRIVATE, None),
+            98 => (self.rng.pick(&[0, 0xf, 4]) | MAP_ANONYMOUS, None),
+            _ => (MAP_SHARED | MAP_ANONYMOUS, Some(0)),
         };
-        let file = match fd {
-            Fd::File(i) if flags & MAP_ANONYMOUS == 0 => Some(self.files[i].clone()),
-            _ => None,
-        };
+        let fd = index.map_or(-1, |i| FILE_FD0 + i as i32);
+        let file = index
+            .filter(|_| flags & MAP_ANONYMOUS == 0)
+            .map(|i| self.files[i].clone());
         if self.rng.pct(5) {
             flags |= MAP_GROWSDOWN;
         }
@@ -286,7 +287,9 @@ impl Gen {
             flags |= MAP_32BIT;
         }
         if self.rng.pct(1) {
-            flags |= self.rng.pick(&[0x80_0000, 0x400_0000, 0x5400_0000]);
+            flags |= self
+                .rng
+                .pick(&[0x80_0000, 0x400_0000, 0x5400_0000, HIGH_BIT]);
         }
         let off = match &file {
             Some(f) => {
@@ -369,37 +372,29 @@ impl Gen {
                 addr = self.window_addr();
             }
         }
-        Call::Mmap {
-            addr,
-            len,
-            prot,
-            flags,
-            fd,
-            off,
+        Call::mmap(addr, len, prot, flags, fd, off)
+    }
+
+    /// `[s, e)` as an address and a length, sometimes spoilt: a length
+    /// short of a page boundary, an unaligned address, a zero length, or
+    /// a range at the top of the address space or beyond it.
+    fn spoilt(&mut self, s: u64, e: u64) -> (u64, u64) {
+        match self.rng.below(100) {
+            0..=89 => (s, e - s),
+            90..=93 => (s, e - s - self.rng.range(1, PAGE - 1)),
+            94..=96 => (s + self.rng.range(1, PAGE - 1), e - s),
+            97 => (s, 0),
+            _ => (
+                self.rng.pick(&[0x7fff_ffff_f000, 1 << 47, !(PAGE - 1)]),
+                self.rng.pick(&[PAGE, !(PAGE - 1)]),
+            ),
         }
     }
 
     fn munmap(&mut self, mm: &Mm) -> Call {
         let (s, e) = self.owned_range(mm);
-        match self.rng.below(100) {
-            0..=89 => Call::Munmap {
-                addr: s,
-                len: e - s,
-            },
-            90..=93 => Call::Munmap {
-                addr: s,
-                len: e - s - self.rng.range(1, PAGE - 1),
-            },
-            94..=96 => Call::Munmap {
-                addr: s + self.rng.range(1, PAGE - 1),
-                len: e - s,
-            },
-            97 => Call::Munmap { addr: s, len: 0 },
-            _ => Call::Munmap {
-                addr: self.rng.pick(&[0x7fff_ffff_f000, 1 << 47, !(PAGE - 1)]),
-                len: self.rng.pick(&[PAGE, !(PAGE - 1)]),
-            },
-        }
+        let (addr, len) = self.spoilt(s, e);
+        Call::munmap(addr, len)
     }
 
     fn mprotect(&mut self, mm: &Mm) -> Call {
@@ -417,33 +412,8 @@ impl Gen {
         if self.rng.pct(1) {
             prot |= PROT_GROWSUP;
         }
-        match self.rng.below(100) {
-            0..=91 => Call::Mprotect {
-                addr: s,
-                len: e - s,
-                prot,
-            },
-            92..=94 => Call::Mprotect {
-                addr: s,
-                len: e - s - self.rng.range(1, PAGE - 1),
-                prot,
-            },
-            95..=96 => Call::Mprotect {
-                addr: s + self.rng.range(1, PAGE - 1),
-                len: e - s,
-                prot,
-            },
-            97 => Call::Mprotect {
-                addr: s,
-                len: 0,
-                prot,
-            },
-            _ => Call::Mprotect {
-                addr: self.rng.pick(&[0x7fff_ffff_f000, 1 << 47, !(PAGE - 1)]),
-                len: self.rng.pick(&[PAGE, !(PAGE - 1)]),
-                prot,
-            },
-        }
+        let (addr, len) = self.spoilt(s, e);
+        Call::mprotect(addr, len, prot)
     }
 
     fn mremap(&mut self, mm: &Mm) -> Call {
@@ -464,7 +434,7 @@ impl Gen {
             92..=95 => MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP,
             96 => MREMAP_FIXED,
             97 => MREMAP_DONTUNMAP,
-            98 => 8,
+            98 => self.rng.pick(&[8, HIGH_BIT]),
             _ => MREMAP_MAYMOVE | 0x10,
         };
         if flags & MREMAP_DONTUNMAP != 0 && self.rng.pct(80) {
@@ -489,9 +459,9 @@ impl Gen {
             old_len = 0;
             flags |= MREMAP_MAYMOVE;
         }
-        let mut old = s;
+        let mut addr = s;
         match self.rng.below(100) {
-            0..=1 => old += self.rng.range(1, PAGE - 1),
+            0..=1 => addr += self.rng.range(1, PAGE - 1),
             2..=3 => new_addr += self.rng.range(1, PAGE - 1),
             4 => new_len = 0,
             5 => old_len -= self.rng.range(1, PAGE - 1).min(old_len),
@@ -499,13 +469,7 @@ impl Gen {
             7 => new_len = self.rng.pick(&[!(PAGE - 1), 1 << 47]),
             _ => {}
         }
-        Call::Mremap {
-            old,
-            old_len,
-            new_len,
-            flags,
-            new_addr,
-        }
+        Call::mremap(addr, old_len, new_len, flags, new_addr)
     }
 
     fn brk(&mut self) -> Call {
@@ -516,7 +480,7 @@ impl Gen {
             90..=94 => self.start_brk.saturating_sub(PAGE),
             _ => self.brk0 + self.rng.range(1, 2048) * PAGE,
         };
-        Call::Brk { addr }
+        Call::brk(addr)
     }
 
     fn fault(&mut self, mm: &Mm) -> Call {
@@ -528,12 +492,12 @@ impl Gen {
             },
             _ => self.owned_addr() + self.rng.below(PAGE),
         };
-        if self.is_owned(addr & !(PAGE - 1), (addr & !(PAGE - 1)) + PAGE) {
-            Call::Fault { addr }
+        let page = addr & !(PAGE - 1);
+        let addr = if self.is_owned(page, page + PAGE) {
+            addr
         } else {
-            Call::Fault {
-                addr: self.window_addr(),
-            }
-        }
+            self.window_addr()
+        };
+        Call::write_fault(addr)
     }
 }

@@ -10,12 +10,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use mm::call::{self, Call};
 use mm::procmaps::{self, MapsEntry};
 use mm::FileMode;
 use mm::{File, IndexKind, Layout, Mm, Policy, PAGE_SIZE};
 
-use super::calls::{result_str, Call};
-use super::child::{CMD_WORDS, READY_MAGIC, READY_WORDS};
+use super::child::{record, CMD_WORDS, FILE_FD0, READY_MAGIC, READY_WORDS};
 use super::gen::{FileInfo, Gen, Rng};
 
 /// `VMSCALE_DIFF_STATS=1`: count results per call kind and errno.
@@ -149,14 +149,8 @@ impl Setup {
         let Ok(mut child) = Child::spawn(self) else {
             return;
         };
-        let probe = Call::Mmap {
-            addr: PAGE_SIZE,
-            len: PAGE_SIZE,
-            prot: 1,
-            flags: 0x22,
-            fd: super::calls::Fd::None,
-            off: 0,
-        };
+        // PROT_READ, MAP_PRIVATE|MAP_ANONYMOUS
+        let probe = Call::mmap(PAGE_SIZE, PAGE_SIZE, 0x1, 0x22, -1, 0);
         if let Ok(a) = child.call(&probe) {
             if a > 0 && (a as u64) < (1 << 32) {
                 self.layout.mmap_min_addr = a as u64;
@@ -205,13 +199,18 @@ impl Drop for Setup {
     }
 }
 
+/// The model file that descriptor `fd` names in every child.
+fn model_file(files: &[Arc<File>], fd: i32) -> Option<Arc<File>> {
+    let i = usize::try_from(fd.checked_sub(FILE_FD0)?).ok()?;
+    files.get(i).cloned()
+}
+
 /// A running child.
 struct Child {
     proc: std::process::Child,
     stdin: std::process::ChildStdin,
     stdout: std::process::ChildStdout,
     pid: u32,
-    fds: Vec<i64>,
     brk0: u64,
 }
 
@@ -265,22 +264,21 @@ impl Child {
             return Err("bad ready record from child".into());
         }
         let nfiles = w(3) as usize;
-        let fds: Vec<i64> = (0..nfiles).map(|i| w(4 + i) as i64).collect();
-        if fds.iter().any(|&fd| fd < 0) {
-            return Err("child could not open its files".into());
+        let numbered = (0..nfiles).all(|i| w(4 + i) as i64 == i64::from(FILE_FD0) + i as i64);
+        if nfiles != setup.files.len() || !numbered {
+            return Err("child could not open its files as the calls number them".into());
         }
         Ok(Child {
             proc,
             stdin,
             stdout,
             pid,
-            fds,
             brk0: w(1),
         })
     }
 
     fn call(&mut self, call: &Call) -> Result<i64, String> {
-        let rec = call.record(&self.fds);
+        let rec = record(call);
         let mut bytes = [0u8; CMD_WORDS * 8];
         for (i, w) in rec.iter().enumerate() {
             bytes[i * 8..i * 8 + 8].copy_from_slice(&w.to_ne_bytes());
@@ -479,24 +477,22 @@ fn run(
             let c = g.call(&pair.models[0]);
             calls.push(c);
         }
-        let call = calls[i].clone();
+        let call = calls[i];
         let k = pair.child.call(&call)?;
         let ms: Vec<i64> = pair
             .models
             .iter()
-            .map(|mm| call.run_model(mm, &pair.files))
+            .map(|mm| call::raw(call.apply(mm, |fd| model_file(&pair.files, fd))))
             .collect();
         if let Some((g, _)) = gen.as_mut() {
             record_owned(g, &call, k);
         }
         if STATS.load(Ordering::Relaxed) {
-            let kind = call.to_string();
-            let kind = kind.split('(').next().unwrap_or("").to_string();
             let r = if k < 0 { result_str(k) } else { "ok".into() };
             *STATS_MAP
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .entry(format!("{kind} {r}"))
+                .entry(format!("{} {r}", call.name()))
                 .or_default() += 1;
         }
         results.push((k, ms.clone()));
@@ -522,10 +518,22 @@ fn record_owned(g: &mut Gen, call: &Call, k: i64) {
         return;
     }
     let k = k as u64;
-    match *call {
-        Call::Mmap { len, .. } => g.own(k, k + len.next_multiple_of(PAGE_SIZE)),
-        Call::Mremap { new_len, .. } => g.own(k, k + new_len.next_multiple_of(PAGE_SIZE)),
+    match call {
+        Call::Mmap(c) => g.own(k, k + c.len.next_multiple_of(PAGE_SIZE)),
+        Call::Mremap(c) => g.own(k, k + c.new_len.next_multiple_of(PAGE_SIZE)),
         _ => {}
+    }
+}
+
+/// A raw result as text: an address or value, or the errno's name.
+fn result_str(r: i64) -> String {
+    if r < 0 && r > -4096 {
+        match mm::Errno::from_code((-r) as i32) {
+            Some(e) => format!("-{}", e.name()),
+            None => format!("-errno{}", -r),
+        }
+    } else {
+        format!("{r:#x}")
     }
 }
 
@@ -595,6 +603,10 @@ fn report_failure(
         "reproduce: VMSCALE_DIFF_SEED={seed:#x} VMSCALE_DIFF_CASE={case} VMSCALE_DIFF_CALLS={ncalls} \
          cargo test -p mm --release --test differential"
     );
+    for (i, (path, size, writable)) in setup.files.iter().enumerate() {
+        let mode = if *writable { "O_RDWR" } else { "O_RDONLY" };
+        eprintln!("fd {}: {path}, {mode}, {size} bytes", FILE_FD0 + i as i32);
+    }
     eprintln!("shrunk from {original} to {} calls:", shrunk.len());
     for (i, c) in shrunk.iter().enumerate() {
         let (k, ms) = r.results.get(i).cloned().unwrap_or((0, Vec::new()));
