@@ -6,7 +6,7 @@ use std::fmt;
 ///
 /// ```
 /// let mut tree = maple::MapleTree::new();
-/// let err = tree.store_range(9, 3, ()).unwrap_err();
+/// let err = tree.store_range(9..=3, ()).unwrap_err();
 /// assert_eq!(err, maple::Error::InvalidRange { first: 9, last: 3 });
 /// assert_eq!(err.errno(), 22); // EINVAL
 /// ```
