@@ -209,3 +209,33 @@ fn ascending_then_erase_all() {
     assert!(tree.is_empty());
     assert_eq!(tree.mem_stats().nodes, 0);
 }
+
+/// An empty range is refused by every write, and the tree is unchanged:
+/// first above last, and a `RangeInclusive` iterated to its end (whose
+/// bounds still read `3..=3`).
+#[test]
+#[allow(clippy::reversed_empty_ranges)] // the empty range is the point
+fn empty_ranges_are_refused() {
+    let mut tree = MapleTree::new();
+    tree.store_range(0..=9, 1u32).unwrap();
+    let mut spent = 3..=3;
+    assert_eq!(spent.next(), Some(3));
+    for r in [5..=4, spent] {
+        let (first, last) = (*r.start(), *r.end());
+        let refused = Error::InvalidRange { first, last };
+        assert!(!refused.to_string().is_empty());
+        let err = Err(refused);
+        assert_eq!(tree.store_range(r.clone(), 2), err);
+        assert_eq!(tree.insert_range(r.clone(), 2), err);
+        assert_eq!(tree.erase_range(r.clone()), err);
+        assert_eq!(tree.write().store_range(r.clone(), 2), err);
+        assert_eq!(tree.write().erase_range(r.clone()), err);
+        assert_eq!(
+            MapleTree::from_sorted([(r.clone(), 2u32)]).err(),
+            Some(Error::InvalidRange { first, last })
+        );
+    }
+    let g = crate::pin();
+    let all: Vec<_> = tree.iter(&g).map(Entry::parts).collect();
+    assert_eq!(all, [(0, 9, &1)]);
+}
