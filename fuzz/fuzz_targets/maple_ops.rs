@@ -498,7 +498,7 @@ enum W {
 #[derive(Debug, PartialEq)]
 enum Answer {
     Done(Result<(), Error>),
-    Erased(Option<(u64, u64)>),
+    Erased(Option<std::ops::RangeInclusive<u64>>),
 }
 
 fn resolve(m: &Model, w: Write) -> W {
@@ -547,7 +547,7 @@ fn model_write(m: &mut Model, w: W, id: Option<u32>) -> (Answer, Vec<u32>) {
         }
         W::Erase(i) => Answer::Erased(m.at(i).map(|(f, l, _)| {
             dead.extend(m.remove(f).1);
-            (f, l)
+            f..=l
         })),
     };
     if let (Some(id), Answer::Done(Err(_))) = (id, &answer) {
@@ -564,8 +564,8 @@ fn wants_value(w: W) -> bool {
 // The run
 // ---------------------------------------------------------------------------
 
-fn ent(e: Option<(u64, u64, &Val)>) -> Option<Entry> {
-    e.map(|(f, l, v)| (f, l, v.id))
+fn ent(e: Option<maple::Entry<&Val>>) -> Option<Entry> {
+    e.map(|e| (e.first(), e.last(), e.value().id))
 }
 
 struct Run {
@@ -626,7 +626,7 @@ impl Run {
         } else {
             tree.range(lo..=hi, &g)
         }
-        .map(|(f, l, v)| (f, l, v.id));
+        .map(|e| (e.first(), e.last(), e.value().id));
         let mut m = model
             .touching(lo, hi)
             .into_iter()
@@ -641,7 +641,7 @@ impl Run {
         if !equal {
             let got: Vec<Entry> = tree
                 .range(lo..=hi, &g)
-                .map(|(f, l, v)| (f, l, v.id))
+                .map(|e| (e.first(), e.last(), e.value().id))
                 .collect();
             let want: Vec<Entry> = model
                 .entries()
@@ -704,18 +704,18 @@ impl Run {
             // read from the tree is alive across the write.
             let mut wg = unsafe { self.tree.write_unshared() };
             match w {
-                W::Store(a, b) => Answer::Done(wg.store_range(a, b, val.unwrap())),
-                W::Insert(a, b) => Answer::Done(wg.insert_range(a, b, val.unwrap())),
+                W::Store(a, b) => Answer::Done(wg.store_range(a..=b, val.unwrap())),
+                W::Insert(a, b) => Answer::Done(wg.insert_range(a..=b, val.unwrap())),
                 W::Erase(i) => Answer::Erased(wg.erase(i)),
-                W::EraseRange(a, b) => Answer::Done(wg.erase_range(a, b)),
+                W::EraseRange(a, b) => Answer::Done(wg.erase_range(a..=b)),
             }
         } else {
             let t = &mut self.tree;
             match w {
-                W::Store(a, b) => Answer::Done(t.store_range(a, b, val.unwrap())),
-                W::Insert(a, b) => Answer::Done(t.insert_range(a, b, val.unwrap())),
+                W::Store(a, b) => Answer::Done(t.store_range(a..=b, val.unwrap())),
+                W::Insert(a, b) => Answer::Done(t.insert_range(a..=b, val.unwrap())),
                 W::Erase(i) => Answer::Erased(t.erase(i)),
-                W::EraseRange(a, b) => Answer::Done(t.erase_range(a, b)),
+                W::EraseRange(a, b) => Answer::Done(t.erase_range(a..=b)),
             }
         };
         let (want, dead) = model_write(&mut self.model, w, id);
@@ -739,7 +739,7 @@ impl Run {
         let seen: Vec<(u64, &Val, u32)> = tree
             .range(lo..=hi, &g)
             .take(6)
-            .map(|(f, _, v)| (f, v, v.id))
+            .map(|e| (e.first(), e.value(), e.value().id))
             .collect();
         let mut cursor = None;
         let mut iter = None;
@@ -768,10 +768,10 @@ impl Run {
         let got = {
             let mut wg = tree.write();
             match w {
-                W::Store(a, b) => Answer::Done(wg.store_range(a, b, val.unwrap())),
-                W::Insert(a, b) => Answer::Done(wg.insert_range(a, b, val.unwrap())),
+                W::Store(a, b) => Answer::Done(wg.store_range(a..=b, val.unwrap())),
+                W::Insert(a, b) => Answer::Done(wg.insert_range(a..=b, val.unwrap())),
                 W::Erase(i) => Answer::Erased(wg.erase(i)),
-                W::EraseRange(a, b) => Answer::Done(wg.erase_range(a, b)),
+                W::EraseRange(a, b) => Answer::Done(wg.erase_range(a..=b)),
             }
         };
         let (want, dead) = model_write(&mut self.model, w, id);
@@ -905,11 +905,11 @@ impl Run {
                     return;
                 }
                 let input = layout(idx(&self.model, *base), steps, *count as usize, *flaw);
-                let vals: Vec<(u64, u64, Val)> = input
+                let vals: Vec<(std::ops::RangeInclusive<u64>, Val)> = input
                     .iter()
-                    .map(|&(a, b)| (a, b, self.drops.make()))
+                    .map(|&(a, b)| (a..=b, self.drops.make()))
                     .collect();
-                let ids: Vec<u32> = vals.iter().map(|(_, _, v)| v.id).collect();
+                let ids: Vec<u32> = vals.iter().map(|(_, v)| v.id).collect();
                 let want = sorted_verdict(&input);
                 match (MapleTree::from_sorted(vals), want) {
                     (Ok(t), Ok(())) => {
@@ -938,7 +938,7 @@ impl Run {
                     let (a, b) = span(&cm, *s);
                     let val = self.drops.make();
                     let id = val.id;
-                    let got = Answer::Done(copy.store_range(a, b, val));
+                    let got = Answer::Done(copy.store_range(a..=b, val));
                     let (want, _) = model_write(&mut cm, W::Store(a, b), Some(id));
                     self.agree(W::Store(a, b), &got, &want);
                 }
@@ -1103,7 +1103,10 @@ impl Run {
                 ));
             }
         }
-        let rest: Vec<Entry> = it.by_ref().map(|(f, l, v)| (f, l, v.id)).collect();
+        let rest: Vec<Entry> = it
+            .by_ref()
+            .map(|e| (e.first(), e.last(), e.value().id))
+            .collect();
         if want != rest || it.next().is_some() || it.next_back().is_some() {
             self.fail(format_args!(
                 "range({lo:?}, {hi:?}): rest differs or does not stay finished"

@@ -35,7 +35,7 @@ fn tree_with_bomb(bomb: u64) -> (MapleTree<Tracked>, Arc<AtomicUsize>) {
             dropped: Arc::clone(&dropped),
             bomb: i == bomb,
         };
-        tree.store_range(i * 10, i * 10 + 4, v).unwrap();
+        tree.store_range(i * 10..=i * 10 + 4, v).unwrap();
     }
     (tree, dropped)
 }
@@ -43,7 +43,7 @@ fn tree_with_bomb(bomb: u64) -> (MapleTree<Tracked>, Arc<AtomicUsize>) {
 #[test]
 fn an_exclusive_erase_drops_every_other_value() {
     let (mut tree, dropped) = tree_with_bomb(N / 2);
-    let r = catch_unwind(AssertUnwindSafe(|| tree.erase_range(0, N * 10)));
+    let r = catch_unwind(AssertUnwindSafe(|| tree.erase_range(0..=N * 10)));
     assert!(r.is_err(), "the panic reaches the writer");
     assert_eq!(dropped.load(Ordering::SeqCst), N as usize);
     tree.validate().unwrap();
@@ -54,9 +54,9 @@ fn an_exclusive_erase_drops_every_other_value() {
             dropped: Arc::clone(&dropped),
             bomb: false,
         };
-        tree.store_range(i, i, v).unwrap();
+        tree.store_range(i..=i, v).unwrap();
     }
-    tree.erase_range(0, N).unwrap();
+    tree.erase_range(0..=N).unwrap();
     tree.validate().unwrap();
     assert_eq!(dropped.load(Ordering::SeqCst), 2 * N as usize);
 }
@@ -67,7 +67,7 @@ fn an_unshared_writer_drops_every_other_value() {
     let r = catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: this thread is the tree's only user and holds no
         // reference read from it.
-        unsafe { tree.write_unshared() }.erase_range(0, N * 10)
+        unsafe { tree.write_unshared() }.erase_range(0..=N * 10)
     }));
     assert!(r.is_err());
     assert_eq!(dropped.load(Ordering::SeqCst), N as usize);
@@ -77,7 +77,7 @@ fn an_unshared_writer_drops_every_other_value() {
         dropped: Arc::clone(&dropped),
         bomb: false,
     };
-    tree.write().store_range(5, 9, v).unwrap();
+    tree.write().store_range(5..=9, v).unwrap();
     tree.validate().unwrap();
     assert_eq!(tree.len(), 1);
 }
@@ -93,7 +93,7 @@ fn dropping_the_tree_drops_every_other_value() {
 #[test]
 fn a_deferred_panic_stays_out_of_other_pins() {
     let (tree, dropped) = tree_with_bomb(7);
-    tree.write().erase_range(0, N * 10).unwrap();
+    tree.write().erase_range(0..=N * 10).unwrap();
     // The frees run inside later pins, on this thread here; none of those
     // pins may panic, and every value is dropped in the end.
     for _ in 0..10_000 {

@@ -6,13 +6,15 @@ use std::fmt;
 ///
 /// ```
 /// let mut tree = maple::MapleTree::new();
-/// let err = tree.store_range(9, 3, ()).unwrap_err();
+/// let err = tree.store_range(9..=3, ()).unwrap_err();
 /// assert_eq!(err, maple::Error::InvalidRange { first: 9, last: 3 });
 /// assert_eq!(err.errno(), 22); // EINVAL
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Error {
-    /// A range whose first index is above its last (`EINVAL`).
+    /// An empty range given to a write: its first index is above its last
+    /// (`5..=4`), or it is a `RangeInclusive` already iterated to its end
+    /// (`EINVAL`).
     InvalidRange {
         /// First index given.
         first: u64,
@@ -46,8 +48,11 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::InvalidRange { first, last } => {
+            Error::InvalidRange { first, last } if first > last => {
                 write!(f, "invalid range: first {first:#x} is above last {last:#x}")
+            }
+            Error::InvalidRange { first, last } => {
+                write!(f, "invalid range: {first:#x}..={last:#x} is exhausted")
             }
             Error::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
             Error::Exists => f.write_str("range is already occupied"),

@@ -23,7 +23,7 @@
 use crate::node::value;
 use crate::path::Path;
 use crate::sync::Guard;
-use crate::{Boxed, MapleTree, Ownership};
+use crate::{Boxed, Entry, MapleTree, Ownership};
 use std::ops::{Bound, RangeBounds};
 
 /// A position in a tree for sequential work: step to the next or previous
@@ -32,13 +32,13 @@ use std::ops::{Bound, RangeBounds};
 /// ```
 /// let mut tree = maple::MapleTree::new();
 /// for i in 0..5u64 {
-///     tree.store_range(i * 10, i * 10 + 5, i).unwrap();
+///     tree.store_range(i * 10..=i * 10 + 5, i).unwrap();
 /// }
 /// let guard = maple::pin();
 /// let mut c = tree.cursor(22, &guard);
-/// assert_eq!(c.next(), Some((20, 25, &2)));
-/// assert_eq!(c.next(), Some((30, 35, &3)));
-/// assert_eq!(c.prev(), Some((20, 25, &2)));
+/// assert_eq!(c.next().map(|e| e.range()), Some(20..=25));
+/// assert_eq!(c.next().map(|e| e.value()), Some(&3));
+/// assert_eq!(c.prev().map(|e| (e.first(), e.value())), Some((20, &2)));
 /// ```
 pub struct Cursor<'g, T, O: Ownership<T> = Boxed> {
     tree: &'g MapleTree<T, O>,
@@ -69,25 +69,25 @@ impl<'g, T, O: Ownership<T>> Cursor<'g, T, O> {
         self.prev_below = index;
     }
 
-    fn land(&mut self, found: Option<(u64, u64, *mut u8)>) -> Option<(u64, u64, O::Ref<'g>)> {
+    fn land(&mut self, found: Option<(u64, u64, *mut u8)>) -> Option<Entry<O::Ref<'g>>> {
         let (first, last, p) = found?;
         self.next_from = last.checked_add(1);
         self.prev_below = first;
         // SAFETY: `p` is a value of `tree`, read under the guard the cursor
         // borrows for 'g (see `MapleTree::load`).
-        Some((first, last, unsafe { value::get::<T, O>(p) }))
+        Some(Entry::new(first, last, unsafe { value::get::<T, O>(p) }))
     }
 
     /// Moves to the entry after the current one and returns it.
     #[allow(clippy::should_implement_trait)]
-    pub fn next(&mut self) -> Option<(u64, u64, O::Ref<'g>)> {
+    pub fn next(&mut self) -> Option<Entry<O::Ref<'g>>> {
         let from = self.next_from?;
         let found = self.tree.seek_fwd(&mut self.path, from, u64::MAX);
         self.land(found)
     }
 
     /// Moves to the entry before the current one and returns it.
-    pub fn prev(&mut self) -> Option<(u64, u64, O::Ref<'g>)> {
+    pub fn prev(&mut self) -> Option<Entry<O::Ref<'g>>> {
         let mut from = self.prev_below.checked_sub(1)?;
         loop {
             let found = self.tree.seek_rev(&mut self.path, from, 0);
@@ -102,19 +102,19 @@ impl<'g, T, O: Ownership<T>> Cursor<'g, T, O> {
 }
 
 /// Iterator over the entries intersecting a range, in ascending order from
-/// the front and descending from the back. Yields `(first, last, value)`
-/// with each entry's whole range, even where it sticks out of the bounds.
+/// the front and descending from the back. Yields an [`Entry`] with each
+/// entry's whole range, even where it sticks out of the bounds.
 ///
 /// ```
 /// let mut tree = maple::MapleTree::new();
 /// for i in 0..4u64 {
-///     tree.store_range(i * 10, i * 10 + 5, i).unwrap();
+///     tree.store_range(i * 10..=i * 10 + 5, i).unwrap();
 /// }
 /// let g = maple::pin();
-/// let firsts: Vec<u64> = tree.range(3..=25, &g).map(|(a, _, _)| a).collect();
+/// let firsts: Vec<u64> = tree.range(3..=25, &g).map(|e| e.first()).collect();
 /// assert_eq!(firsts, [0, 10, 20]);
-/// let last = tree.iter(&g).next_back();
-/// assert_eq!(last, Some((30, 35, &3)));
+/// let last = tree.iter(&g).next_back().unwrap();
+/// assert_eq!((last.range(), last.value()), (30..=35, &3));
 /// ```
 pub struct Iter<'g, T, O: Ownership<T> = Boxed> {
     tree: &'g MapleTree<T, O>,
@@ -152,7 +152,7 @@ impl<'g, T, O: Ownership<T>> Iter<'g, T, O> {
         &mut self,
         found: Option<(u64, u64, *mut u8)>,
         front: bool,
-    ) -> Option<(u64, u64, O::Ref<'g>)> {
+    ) -> Option<Entry<O::Ref<'g>>> {
         let Some((first, last, p)) = found else {
             self.bounds = None;
             return None;
@@ -164,12 +164,12 @@ impl<'g, T, O: Ownership<T>> Iter<'g, T, O> {
             first.checked_sub(1).filter(|&n| n >= lo).map(|n| (lo, n))
         };
         // SAFETY: as in `Cursor::land`.
-        Some((first, last, unsafe { value::get::<T, O>(p) }))
+        Some(Entry::new(first, last, unsafe { value::get::<T, O>(p) }))
     }
 }
 
 impl<'g, T, O: Ownership<T>> Iterator for Iter<'g, T, O> {
-    type Item = (u64, u64, O::Ref<'g>);
+    type Item = Entry<O::Ref<'g>>;
 
     fn next(&mut self) -> Option<Self::Item> {
         let (lo, hi) = self.bounds?;

@@ -11,7 +11,12 @@
 //! * **Readers** ([`MapleTree::load`], [`find`](MapleTree::find),
 //!   [`iter`](MapleTree::iter), [`Cursor`], the gap searches) take a
 //!   grace-period [`Guard`] from [`pin`], no lock, and write no shared
-//!   memory. The references they return live as long as the guard.
+//!   memory. The references they return live as long as the guard; a read
+//!   of a whole entry returns an [`Entry`] (its range and value).
+//! * **Ranges** are inclusive `u64` ranges everywhere: writes take a
+//!   `RangeInclusive<u64>` (`first..=last`; an empty one is refused with
+//!   [`Error::InvalidRange`]), [`range`](MapleTree::range) any
+//!   `RangeBounds<u64>`.
 //! * **Writers** serialise. With `&mut MapleTree` (or
 //!   [`MapleTree::write_unshared`], for a tree no other thread uses yet)
 //!   they change nodes in place, splits and merges included, and free at
@@ -36,8 +41,8 @@
 //! use maple::MapleTree;
 //!
 //! let mut vmas = MapleTree::new();
-//! vmas.insert_range(0x400000, 0x400fff, "text").unwrap();
-//! vmas.insert_range(0x600000, 0x600fff, "data").unwrap();
+//! vmas.insert_range(0x400000..=0x400fff, "text").unwrap();
+//! vmas.insert_range(0x600000..=0x600fff, "data").unwrap();
 //!
 //! let guard = maple::pin();
 //! assert_eq!(vmas.load(0x400123, &guard), Some(&"text"));
@@ -51,6 +56,7 @@
 
 #![deny(missing_docs)]
 
+mod entry;
 mod error;
 mod iter;
 mod node;
@@ -61,6 +67,7 @@ mod sync;
 mod tree;
 mod write;
 
+pub use entry::Entry;
 pub use error::{Error, Invalid};
 pub use iter::{Cursor, Iter};
 pub use node::NODE_SIZE;

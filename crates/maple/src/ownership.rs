@@ -36,7 +36,7 @@ use std::sync::Arc;
 /// // A VMA-like value the caller already keeps in an Arc: the tree stores
 /// // that Arc's pointer, and a lookup reads one pointer to reach it.
 /// let mut vmas = MapleTree::with_ownership(Direct);
-/// vmas.insert_range(0x1000, 0x1fff, Arc::new("text".to_string())).unwrap();
+/// vmas.insert_range(0x1000..=0x1fff, Arc::new("text".to_string())).unwrap();
 /// let guard = maple::pin();
 /// let vma = vmas.load(0x1800, &guard).unwrap();
 /// assert_eq!(vma.as_str(), "text");
@@ -45,7 +45,7 @@ use std::sync::Arc;
 ///
 /// // Small values live in the slot itself.
 /// let mut ids = MapleTree::with_ownership(Direct);
-/// ids.store_range(10, 19, 7u32).unwrap();
+/// ids.store_range(10..=19, 7u32).unwrap();
 /// assert_eq!(ids.load(12, &guard), Some(7));
 /// ```
 ///
@@ -106,8 +106,8 @@ pub unsafe trait Ownership<T> {
 ///
 /// ```
 /// let mut tree = maple::MapleTree::new(); // MapleTree<&str, Boxed>
-/// tree.store_range(0, 99, "a").unwrap();
-/// tree.store_range(40, 59, "b").unwrap(); // [0,39] and [60,99] share "a"
+/// tree.store_range(0..=99, "a").unwrap();
+/// tree.store_range(40..=59, "b").unwrap(); // [0,39] and [60,99] share "a"
 /// let guard = maple::pin();
 /// assert_eq!(tree.load(70, &guard), Some(&"a"));
 /// ```
@@ -156,7 +156,7 @@ unsafe impl<T> Ownership<T> for Boxed {
 /// use maple::{Direct, MapleTree};
 /// static TEXT: &str = "text";
 /// let mut tree: MapleTree<&'static &str, Direct> = MapleTree::default();
-/// tree.store_range(0, 9, &TEXT).unwrap();
+/// tree.store_range(0..=9, &TEXT).unwrap();
 /// let guard = maple::pin();
 /// assert_eq!(tree.load(5, &guard), Some(&"text"));
 /// ```
@@ -263,7 +263,7 @@ impl<'g, U> ArcRef<'g, U> {
     /// use std::sync::Arc;
     /// let mut tree = maple::MapleTree::with_ownership(maple::Direct);
     /// let a = Arc::new(1);
-    /// tree.store_range(0, 9, Arc::clone(&a)).unwrap();
+    /// tree.store_range(0..=9, Arc::clone(&a)).unwrap();
     /// let g = maple::pin();
     /// let same = tree.load(0, &g).unwrap().with_arc(|arc| Arc::ptr_eq(arc, &a));
     /// assert!(same);

@@ -35,7 +35,7 @@ static RESERVED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize
 ///
 /// ```
 /// let mut tree = maple::MapleTree::new();
-/// tree.store_range(1, 2, ()).unwrap();
+/// tree.store_range(1..=2, ()).unwrap();
 /// assert!(maple::node_memory_reserved() >= tree.mem_stats().bytes);
 /// ```
 pub fn node_memory_reserved() -> usize {

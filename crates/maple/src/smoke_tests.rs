@@ -2,7 +2,7 @@
 //! oracle, with `validate` after every step. The thorough model-based and
 //! concurrent suites live in `tests/`.
 
-use crate::{Error, MapleTree};
+use crate::{Entry, Error, MapleTree};
 use std::collections::BTreeMap;
 
 /// splitmix64: deterministic, dependency-free randomness.
@@ -47,10 +47,19 @@ fn oracle_store(o: &mut Oracle, first: u64, last: u64, v: Option<u32>) {
 fn check_same(tree: &MapleTree<u32>, o: &Oracle) {
     tree.validate().unwrap();
     let g = crate::pin();
-    let got: Vec<(u64, u64, u32)> = tree.iter(&g).map(|(a, b, v)| (a, b, *v)).collect();
+    let got: Vec<(u64, u64, u32)> = tree
+        .iter(&g)
+        .map(Entry::parts)
+        .map(|(a, b, v)| (a, b, *v))
+        .collect();
     let want: Vec<(u64, u64, u32)> = o.iter().map(|(&a, &(b, v))| (a, b, v)).collect();
     assert_eq!(got, want);
-    let back: Vec<(u64, u64, u32)> = tree.iter(&g).rev().map(|(a, b, v)| (a, b, *v)).collect();
+    let back: Vec<(u64, u64, u32)> = tree
+        .iter(&g)
+        .rev()
+        .map(Entry::parts)
+        .map(|(a, b, v)| (a, b, *v))
+        .collect();
     assert_eq!(back.into_iter().rev().collect::<Vec<_>>(), want);
 }
 
@@ -71,17 +80,17 @@ fn run(seed: u64, steps: usize, domain: u64, shared: bool) {
         match rng.below(10) {
             0..=5 => {
                 if shared {
-                    tree.write().store_range(a, b, v).unwrap();
+                    tree.write().store_range(a..=b, v).unwrap();
                 } else {
-                    tree.store_range(a, b, v).unwrap();
+                    tree.store_range(a..=b, v).unwrap();
                 }
                 oracle_store(&mut o, a, b, Some(v));
             }
             6 | 7 => {
                 if shared {
-                    tree.write().erase_range(a, b).unwrap();
+                    tree.write().erase_range(a..=b).unwrap();
                 } else {
-                    tree.erase_range(a, b).unwrap();
+                    tree.erase_range(a..=b).unwrap();
                 }
                 oracle_store(&mut o, a, b, None);
             }
@@ -96,14 +105,14 @@ fn run(seed: u64, steps: usize, domain: u64, shared: bool) {
                     .next_back()
                     .filter(|(_, &(l, _))| l >= a)
                     .map(|(&s, &(l, _))| (s, l));
-                assert_eq!(got, want);
+                assert_eq!(got, want.map(|(s, l)| s..=l));
                 if let Some((s, l)) = want {
                     oracle_store(&mut o, s, l, None);
                 }
             }
             _ => {
                 let free = o.range(..=b).next_back().is_none_or(|(_, &(l, _))| l < a);
-                let r = tree.insert_range(a, b, v);
+                let r = tree.insert_range(a..=b, v);
                 if free {
                     r.unwrap();
                     oracle_store(&mut o, a, b, Some(v));
@@ -142,7 +151,7 @@ fn shared_writer_with_readers() {
     let n: u64 = if cfg!(miri) { 40 } else { 2000 };
     let tree = Arc::new(MapleTree::new());
     for i in 0..n {
-        tree.write().store_range(i * 10, i * 10 + 4, i).unwrap();
+        tree.write().store_range(i * 10..=i * 10 + 4, i).unwrap();
     }
     let done = Arc::new(AtomicBool::new(false));
     let readers: Vec<_> = (0..2)
@@ -158,7 +167,7 @@ fn shared_writer_with_readers() {
                         assert!(v == i || v == i + n, "index {i}: foreign value {v}");
                     }
                     let mut prev = None;
-                    for (_, last, _) in tree.range(i * 10..i * 10 + 60, &guard) {
+                    for last in tree.range(i * 10..i * 10 + 60, &guard).map(|e| e.last()) {
                         assert!(prev.is_none_or(|p| last > p));
                         prev = Some(last);
                     }
@@ -172,7 +181,7 @@ fn shared_writer_with_readers() {
         let i = rng.below(n);
         let mut w = tree.write();
         w.erase(i * 10);
-        w.store_range(i * 10, i * 10 + 4, i + n).unwrap();
+        w.store_range(i * 10..=i * 10 + 4, i + n).unwrap();
     }
     done.store(true, Ordering::Release);
     for r in readers {
@@ -186,11 +195,11 @@ fn ascending_then_erase_all() {
     let mut tree = MapleTree::new();
     let n = if cfg!(miri) { 200 } else { 5000u64 };
     for i in 0..n {
-        tree.store_range(i * 5, i * 5 + 3, i).unwrap();
+        tree.store_range(i * 5..=i * 5 + 3, i).unwrap();
     }
     tree.validate().unwrap();
     for i in (0..n).rev().step_by(3) {
-        assert_eq!(tree.erase(i * 5 + 1), Some((i * 5, i * 5 + 3)));
+        assert_eq!(tree.erase(i * 5 + 1), Some(i * 5..=i * 5 + 3));
     }
     tree.validate().unwrap();
     for i in 0..n {
@@ -199,4 +208,34 @@ fn ascending_then_erase_all() {
     tree.validate().unwrap();
     assert!(tree.is_empty());
     assert_eq!(tree.mem_stats().nodes, 0);
+}
+
+/// An empty range is refused by every write, and the tree is unchanged:
+/// first above last, and a `RangeInclusive` iterated to its end (whose
+/// bounds still read `3..=3`).
+#[test]
+#[allow(clippy::reversed_empty_ranges)] // the empty range is the point
+fn empty_ranges_are_refused() {
+    let mut tree = MapleTree::new();
+    tree.store_range(0..=9, 1u32).unwrap();
+    let mut spent = 3..=3;
+    assert_eq!(spent.next(), Some(3));
+    for r in [5..=4, spent] {
+        let (first, last) = (*r.start(), *r.end());
+        let refused = Error::InvalidRange { first, last };
+        assert!(!refused.to_string().is_empty());
+        let err = Err(refused);
+        assert_eq!(tree.store_range(r.clone(), 2), err);
+        assert_eq!(tree.insert_range(r.clone(), 2), err);
+        assert_eq!(tree.erase_range(r.clone()), err);
+        assert_eq!(tree.write().store_range(r.clone(), 2), err);
+        assert_eq!(tree.write().erase_range(r.clone()), err);
+        assert_eq!(
+            MapleTree::from_sorted([(r.clone(), 2u32)]).err(),
+            Some(Error::InvalidRange { first, last })
+        );
+    }
+    let g = crate::pin();
+    let all: Vec<_> = tree.iter(&g).map(Entry::parts).collect();
+    assert_eq!(all, [(0, 9, &1)]);
 }

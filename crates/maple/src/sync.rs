@@ -37,7 +37,7 @@ impl Guard {
     ///
     /// ```
     /// let mut tree = maple::MapleTree::new();
-    /// tree.store_range(0, 9, 1).unwrap();
+    /// tree.store_range(0..=9, 1).unwrap();
     /// let mut guard = maple::pin();
     /// for _ in 0..3 {
     ///     assert_eq!(tree.load(5, &guard), Some(&1));
@@ -64,7 +64,7 @@ impl Guard {
 ///
 /// ```
 /// let mut tree = maple::MapleTree::new();
-/// tree.store_range(10, 19, "ten").unwrap();
+/// tree.store_range(10..=19, "ten").unwrap();
 /// let guard = maple::pin();
 /// assert_eq!(tree.load(15, &guard), Some(&"ten"));
 /// ```
@@ -96,7 +96,7 @@ pub(crate) fn retry_pause() {
 ///
 /// ```
 /// let mut tree = maple::MapleTree::new();
-/// tree.store_range(1, 9, 'a').unwrap();
+/// tree.store_range(1..=9, 'a').unwrap();
 /// // SAFETY: `tree` is only written through `&mut`, which this shared
 /// // borrow excludes while `v` lives.
 /// let v = tree.load(5, unsafe { maple::unprotected() });

@@ -1,5 +1,6 @@
 //! The tree type and its read side: lookups, searches and statistics.
 
+use crate::entry::Entry;
 use crate::error::{Error, Invalid};
 use crate::node::{gap_size, value, Item, NodePtr, INTERNAL_MIN, LEAF_MIN, LEAF_SLOTS, NODE_SIZE};
 use crate::ownership::{Boxed, Ownership};
@@ -7,6 +8,7 @@ use crate::path::Path;
 use crate::sync::{AtomicPtr, AtomicUsize, Guard, Mutex, Ordering};
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
+use std::ops::RangeInclusive;
 use std::ptr;
 
 /// A range map from `u64` indices to values, shaped like the Linux kernel's
@@ -36,8 +38,8 @@ use std::ptr;
 /// use maple::MapleTree;
 ///
 /// let mut tree = MapleTree::new();
-/// tree.store_range(0x1000, 0x1fff, "text").unwrap();
-/// tree.store_range(0x3000, 0x3fff, "data").unwrap();
+/// tree.store_range(0x1000..=0x1fff, "text").unwrap();
+/// tree.store_range(0x3000..=0x3fff, "data").unwrap();
 ///
 /// let guard = maple::pin();
 /// assert_eq!(tree.load(0x1800, &guard), Some(&"text"));
@@ -135,10 +137,12 @@ impl<T> MapleTree<T> {
     /// with [`Boxed`].
     ///
     /// ```
-    /// let tree = maple::MapleTree::from_sorted([(0, 9, "a"), (20, 29, "b")]).unwrap();
+    /// let tree = maple::MapleTree::from_sorted([(0..=9, "a"), (20..=29, "b")]).unwrap();
     /// assert_eq!(tree.load(25, &maple::pin()), Some(&"b"));
     /// ```
-    pub fn from_sorted<I: IntoIterator<Item = (u64, u64, T)>>(entries: I) -> Result<Self, Error> {
+    pub fn from_sorted<I: IntoIterator<Item = (RangeInclusive<u64>, T)>>(
+        entries: I,
+    ) -> Result<Self, Error> {
         Self::from_sorted_with(Boxed, entries)
     }
 }
@@ -149,7 +153,7 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
     /// ```
     /// use std::sync::Arc;
     /// let mut tree = maple::MapleTree::with_ownership(maple::Direct);
-    /// tree.store_range(0, 9, Arc::new(5)).unwrap();
+    /// tree.store_range(0..=9, Arc::new(5)).unwrap();
     /// assert_eq!(*tree.load(4, &maple::pin()).unwrap(), 5);
     /// ```
     pub fn with_ownership(_ownership: O) -> Self {
@@ -165,8 +169,8 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
     ///
     /// ```
     /// let mut tree = maple::MapleTree::new();
-    /// tree.store_range(1, 10, ()).unwrap();
-    /// tree.store_range(5, 5, ()).unwrap(); // splits [1,10] in three
+    /// tree.store_range(1..=10, ()).unwrap();
+    /// tree.store_range(5..=5, ()).unwrap(); // splits [1,10] in three
     /// assert_eq!(tree.len(), 3);
     /// ```
     pub fn len(&self) -> usize {
@@ -182,7 +186,7 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
     ///
     /// ```
     /// let mut tree = maple::MapleTree::new();
-    /// tree.store_range(100, 199, 'a').unwrap();
+    /// tree.store_range(100..=199, 'a').unwrap();
     /// let guard = maple::pin();
     /// assert_eq!(tree.load(150, &guard), Some(&'a'));
     /// assert_eq!(tree.load(200, &guard), None);
@@ -211,40 +215,37 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
         }
     }
 
-    /// The entry containing `index`, as `(first, last, value)`.
+    /// The entry containing `index`.
     ///
     /// ```
     /// let mut tree = maple::MapleTree::new();
-    /// tree.store_range(100, 199, 'a').unwrap();
+    /// tree.store_range(100..=199, 'a').unwrap();
     /// let guard = maple::pin();
-    /// assert_eq!(tree.load_entry(150, &guard), Some((100, 199, &'a')));
+    /// let e = tree.load_entry(150, &guard).unwrap();
+    /// assert_eq!((e.range(), e.value()), (100..=199, &'a'));
     /// ```
-    pub fn load_entry<'g>(
-        &'g self,
-        index: u64,
-        guard: &'g Guard,
-    ) -> Option<(u64, u64, O::Ref<'g>)> {
+    pub fn load_entry<'g>(&'g self, index: u64, guard: &'g Guard) -> Option<Entry<O::Ref<'g>>> {
         self.find(index, index, guard)
     }
 
-    /// The first entry intersecting `[index, max]`, as `(first, last,
-    /// value)` with the entry's whole range.
+    /// The first entry intersecting `[index, max]`, with its whole range.
     ///
     /// ```
     /// let mut tree = maple::MapleTree::new();
-    /// tree.store_range(10, 19, 1).unwrap();
-    /// tree.store_range(30, 39, 2).unwrap();
+    /// tree.store_range(10..=19, 1).unwrap();
+    /// tree.store_range(30..=39, 2).unwrap();
     /// let guard = maple::pin();
-    /// assert_eq!(tree.find(15, 100, &guard), Some((10, 19, &1)));
-    /// assert_eq!(tree.find(20, 100, &guard), Some((30, 39, &2)));
-    /// assert_eq!(tree.find(20, 29, &guard), None);
+    /// let e = tree.find(15, 100, &guard).unwrap();
+    /// assert_eq!((e.range(), e.value()), (10..=19, &1));
+    /// assert_eq!(tree.find(20, 100, &guard).map(|e| e.range()), Some(30..=39));
+    /// assert!(tree.find(20, 29, &guard).is_none());
     /// ```
     pub fn find<'g>(
         &'g self,
         index: u64,
         max: u64,
         _guard: &'g Guard,
-    ) -> Option<(u64, u64, O::Ref<'g>)> {
+    ) -> Option<Entry<O::Ref<'g>>> {
         if index > max {
             return None;
         }
@@ -254,26 +255,25 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
             LeafSeek::Beyond => self.seek_fwd(&mut None, index, max)?,
         };
         // SAFETY: as in `load`.
-        Some((first, last, unsafe { value::get::<T, O>(p) }))
+        Some(Entry::new(first, last, unsafe { value::get::<T, O>(p) }))
     }
 
-    /// The last entry intersecting `[min, index]`, as `(first, last,
-    /// value)` with the entry's whole range.
+    /// The last entry intersecting `[min, index]`, with its whole range.
     ///
     /// ```
     /// let mut tree = maple::MapleTree::new();
-    /// tree.store_range(10, 19, 1).unwrap();
-    /// tree.store_range(30, 39, 2).unwrap();
+    /// tree.store_range(10..=19, 1).unwrap();
+    /// tree.store_range(30..=39, 2).unwrap();
     /// let guard = maple::pin();
-    /// assert_eq!(tree.find_rev(29, 0, &guard), Some((10, 19, &1)));
-    /// assert_eq!(tree.find_rev(29, 20, &guard), None);
+    /// assert_eq!(tree.find_rev(29, 0, &guard).map(|e| e.range()), Some(10..=19));
+    /// assert!(tree.find_rev(29, 20, &guard).is_none());
     /// ```
     pub fn find_rev<'g>(
         &'g self,
         index: u64,
         min: u64,
         _guard: &'g Guard,
-    ) -> Option<(u64, u64, O::Ref<'g>)> {
+    ) -> Option<Entry<O::Ref<'g>>> {
         if index < min {
             return None;
         }
@@ -283,7 +283,7 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
             LeafSeek::Beyond => self.seek_rev(&mut None, index, min)?,
         };
         // SAFETY: as in `load`.
-        Some((first, last, unsafe { value::get::<T, O>(p) }))
+        Some(Entry::new(first, last, unsafe { value::get::<T, O>(p) }))
     }
 
     /// The one-shot `find` and `find_rev`: a walk like `load`'s, with no
@@ -487,8 +487,8 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
     ///
     /// ```
     /// let mut tree = maple::MapleTree::new();
-    /// tree.store_range(0, 99, ()).unwrap();
-    /// tree.store_range(110, 199, ()).unwrap();
+    /// tree.store_range(0..=99, ()).unwrap();
+    /// tree.store_range(110..=199, ()).unwrap();
     /// let g = maple::pin();
     /// assert_eq!(tree.empty_area(0, 1000, 10, &g), Ok(100));
     /// assert_eq!(tree.empty_area(0, 1000, 11, &g), Ok(200));
@@ -504,7 +504,7 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
     ///
     /// ```
     /// let mut tree = maple::MapleTree::new();
-    /// tree.store_range(900, 999, ()).unwrap();
+    /// tree.store_range(900..=999, ()).unwrap();
     /// let g = maple::pin();
     /// assert_eq!(tree.empty_area_rev(0, 999, 100, &g), Ok(800));
     /// ```
@@ -551,7 +551,7 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
     /// ```
     /// let mut tree = maple::MapleTree::new();
     /// for i in 0..100u64 {
-    ///     tree.store_range(i * 10, i * 10 + 4, i).unwrap();
+    ///     tree.store_range(i * 10..=i * 10 + 4, i).unwrap();
     /// }
     /// let s = tree.mem_stats();
     /// assert_eq!(s.entries, 100);
@@ -597,7 +597,7 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
     ///
     /// ```
     /// let mut tree = maple::MapleTree::new();
-    /// tree.store_range(1, 2, ()).unwrap();
+    /// tree.store_range(1..=2, ()).unwrap();
     /// assert_eq!(tree.validate(), Ok(()));
     /// ```
     pub fn validate(&self) -> Result<(), Invalid> {
@@ -927,7 +927,7 @@ where
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let guard = crate::pin();
         f.debug_map()
-            .entries(self.iter(&guard).map(|(a, b, v)| (a..=b, v)))
+            .entries(self.iter(&guard).map(<(RangeInclusive<u64>, _)>::from))
             .finish()
     }
 }

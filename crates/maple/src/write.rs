@@ -328,11 +328,14 @@ fn items_gap(leaf: bool, items: &[Item], min: u64) -> u64 {
     best
 }
 
-fn check_range(first: u64, last: u64) -> Result<(), Error> {
-    if first > last {
+/// The bounds of a write's range; an empty one (`first > last`, or a
+/// range already iterated to its end) is refused, changing nothing.
+fn bounds(range: &RangeInclusive<u64>) -> Result<(u64, u64), Error> {
+    let (first, last) = (*range.start(), *range.end());
+    if range.is_empty() {
         Err(Error::InvalidRange { first, last })
     } else {
-        Ok(())
+        Ok((first, last))
     }
 }
 
@@ -351,13 +354,13 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
     fn apply(
         &self,
         scratch: &mut Scratch,
-        first: u64,
-        last: u64,
+        range: RangeInclusive<u64>,
         value: Option<T>,
         access: Access<'_>,
         insert: bool,
     ) -> Result<(), Error> {
-        check_range(first, last)?;
+        // Refused before `value` is boxed: it is dropped here, unchanged.
+        let (first, last) = bounds(&range)?;
         let p = value.map_or(ptr::null_mut(), value::into_raw::<T, O>);
         let result = self.write_range(scratch, first, last, p, access, insert, false);
         if result.is_err() && !p.is_null() {
@@ -373,7 +376,7 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
         scratch: &mut Scratch,
         index: u64,
         access: Access<'_>,
-    ) -> Option<(u64, u64)> {
+    ) -> Option<RangeInclusive<u64>> {
         // Find the entry with the scratch path, which the write then
         // starts from: the slot holding `index` holds the entry's first
         // index too.
@@ -387,7 +390,7 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
         // Cannot fail: an erase of a valid range is never refused.
         self.write_range(scratch, first, last, ptr::null_mut(), access, false, true)
             .ok()?;
-        Some((first, last))
+        Some(first..=last)
     }
 
     /// Writes `[first, last] = p` (null: absent). The caller has checked
@@ -1045,78 +1048,88 @@ impl Rebuild<'_, '_> {
 }
 
 impl<T, O: Ownership<T>> MapleTree<T, O> {
-    /// Stores `value` over `[first, last]`, overwriting whatever was there.
-    /// An entry only partly covered keeps its uncovered part(s); when the
-    /// write lands inside an entry, both remaining pieces share its value.
+    /// Stores `value` over `range` (`first..=last`), overwriting whatever
+    /// was there. An entry only partly covered keeps its uncovered part(s);
+    /// when the write lands inside an entry, both remaining pieces share
+    /// its value.
+    ///
+    /// Errors: [`Error::InvalidRange`] for an empty range (`first > last`),
+    /// dropping `value` and changing nothing.
     ///
     /// ```
     /// let mut tree = maple::MapleTree::new();
-    /// tree.store_range(0, 99, 'a').unwrap();
-    /// tree.store_range(40, 59, 'b').unwrap();
+    /// tree.store_range(0..=99, 'a').unwrap();
+    /// tree.store_range(40..=59, 'b').unwrap();
     /// let g = maple::pin();
-    /// let all: Vec<_> = tree.iter(&g).collect();
-    /// assert_eq!(all, [(0, 39, &'a'), (40, 59, &'b'), (60, 99, &'a')]);
+    /// let all: Vec<_> = tree.iter(&g).map(|e| (e.range(), *e.value())).collect();
+    /// assert_eq!(all, [(0..=39, 'a'), (40..=59, 'b'), (60..=99, 'a')]);
+    /// assert_eq!(
+    ///     tree.store_range(5..=4, 'x'),
+    ///     Err(maple::Error::InvalidRange { first: 5, last: 4 })
+    /// );
     /// ```
-    pub fn store_range(&mut self, first: u64, last: u64, value: T) -> Result<(), Error> {
-        self.exclusive(|t, s| t.apply(s, first, last, Some(value), Access::Exclusive, false))
+    pub fn store_range(&mut self, range: RangeInclusive<u64>, value: T) -> Result<(), Error> {
+        self.exclusive(|t, s| t.apply(s, range, Some(value), Access::Exclusive, false))
     }
 
-    /// Stores `value` over `[first, last]` only if every index there is
-    /// absent; otherwise returns [`Error::Exists`] and changes nothing.
+    /// Stores `value` over `range` only if every index there is absent;
+    /// otherwise returns [`Error::Exists`] and changes nothing
+    /// ([`Error::InvalidRange`] for an empty range).
     ///
     /// ```
     /// let mut tree = maple::MapleTree::new();
-    /// tree.insert_range(10, 19, 1).unwrap();
-    /// assert_eq!(tree.insert_range(19, 30, 2), Err(maple::Error::Exists));
+    /// tree.insert_range(10..=19, 1).unwrap();
+    /// assert_eq!(tree.insert_range(19..=30, 2), Err(maple::Error::Exists));
     /// ```
-    pub fn insert_range(&mut self, first: u64, last: u64, value: T) -> Result<(), Error> {
-        self.exclusive(|t, s| t.apply(s, first, last, Some(value), Access::Exclusive, true))
+    pub fn insert_range(&mut self, range: RangeInclusive<u64>, value: T) -> Result<(), Error> {
+        self.exclusive(|t, s| t.apply(s, range, Some(value), Access::Exclusive, true))
     }
 
     /// Removes the whole entry containing `index` and returns its range.
     ///
     /// ```
     /// let mut tree = maple::MapleTree::new();
-    /// tree.store_range(10, 19, ()).unwrap();
-    /// assert_eq!(tree.erase(15), Some((10, 19)));
+    /// tree.store_range(10..=19, ()).unwrap();
+    /// assert_eq!(tree.erase(15), Some(10..=19));
     /// assert_eq!(tree.erase(15), None);
     /// ```
-    pub fn erase(&mut self, index: u64) -> Option<(u64, u64)> {
+    pub fn erase(&mut self, index: u64) -> Option<RangeInclusive<u64>> {
         self.exclusive(|t, s| t.erase_entry(s, index, Access::Exclusive))
     }
 
-    /// Makes `[first, last]` absent, trimming or splitting entries that
-    /// stick out of it.
+    /// Makes `range` absent, trimming or splitting entries that stick out
+    /// of it ([`Error::InvalidRange`] for an empty range).
     ///
     /// ```
     /// let mut tree = maple::MapleTree::new();
-    /// tree.store_range(0, 99, 'a').unwrap();
-    /// tree.erase_range(10, 89).unwrap();
+    /// tree.store_range(0..=99, 'a').unwrap();
+    /// tree.erase_range(10..=89).unwrap();
     /// let g = maple::pin();
-    /// assert_eq!(tree.iter(&g).collect::<Vec<_>>(), [(0, 9, &'a'), (90, 99, &'a')]);
+    /// let left: Vec<_> = tree.iter(&g).map(|e| e.range()).collect();
+    /// assert_eq!(left, [0..=9, 90..=99]);
     /// ```
-    pub fn erase_range(&mut self, first: u64, last: u64) -> Result<(), Error> {
-        self.exclusive(|t, s| t.apply(s, first, last, None, Access::Exclusive, false))
+    pub fn erase_range(&mut self, range: RangeInclusive<u64>) -> Result<(), Error> {
+        self.exclusive(|t, s| t.apply(s, range, None, Access::Exclusive, false))
     }
 
     /// Builds a tree from entries sorted by index, packing nodes full:
     /// faster and denser than inserting one by one.
     ///
-    /// Errors: [`Error::InvalidRange`] for an entry with `first > last`,
+    /// Errors: [`Error::InvalidRange`] for an entry with an empty range,
     /// [`Error::Unsorted`] if an entry does not start after the previous
     /// one's end.
     ///
     /// ```
-    /// let tree = maple::MapleTree::from_sorted((0..1000u64).map(|i| (i * 10, i * 10 + 7, i))).unwrap();
+    /// let tree = maple::MapleTree::from_sorted((0..1000u64).map(|i| (i * 10..=i * 10 + 7, i))).unwrap();
     /// assert_eq!(tree.len(), 1000);
-    /// let bad = maple::MapleTree::from_sorted([(5, 9, ()), (9, 12, ())]);
+    /// let bad = maple::MapleTree::from_sorted([(5..=9, ()), (9..=12, ())]);
     /// assert_eq!(bad.err(), Some(maple::Error::Unsorted));
     ///
     /// // The same for a tree with another ownership strategy:
-    /// let ids = maple::MapleTree::from_sorted_with(maple::Direct, [(0, 9, 1u32)]).unwrap();
+    /// let ids = maple::MapleTree::from_sorted_with(maple::Direct, [(0..=9, 1u32)]).unwrap();
     /// assert_eq!(ids.load(3, &maple::pin()), Some(1));
     /// ```
-    pub fn from_sorted_with<I: IntoIterator<Item = (u64, u64, T)>>(
+    pub fn from_sorted_with<I: IntoIterator<Item = (RangeInclusive<u64>, T)>>(
         _ownership: O,
         entries: I,
     ) -> Result<Self, Error> {
@@ -1139,8 +1152,8 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
         };
         let mut next = Some(0u64); // first index not yet covered
         let mut count = 0;
-        for (first, last, v) in entries {
-            check_range(first, last)?;
+        for (range, v) in entries {
+            let (first, last) = bounds(&range)?;
             let start = next.filter(|&n| first >= n).ok_or(Error::Unsorted)?;
             if first > start {
                 pending.items.push(Item {
@@ -1216,22 +1229,21 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
 /// [`store_range`](MapleTree::store_range) does: a later entry overwrites
 /// what it covers of an earlier one, and an empty range (`5..=3`) stores
 /// nothing (its value is dropped). A non-empty range cannot be refused, so
-/// nothing is lost.
+/// nothing else is lost.
 ///
 /// ```
 /// let mut tree = maple::MapleTree::new();
 /// tree.extend([(0..=99, 'a'), (40..=59, 'b'), (9..=1, 'x')]);
 /// let g = maple::pin();
-/// assert_eq!(tree.iter(&g).collect::<Vec<_>>(), [(0, 39, &'a'), (40, 59, &'b'), (60, 99, &'a')]);
+/// let all: Vec<_> = tree.iter(&g).map(|e| (e.range(), *e.value())).collect();
+/// assert_eq!(all, [(0..=39, 'a'), (40..=59, 'b'), (60..=99, 'a')]);
 /// ```
 impl<T, O: Ownership<T>> Extend<(RangeInclusive<u64>, T)> for MapleTree<T, O> {
     fn extend<I: IntoIterator<Item = (RangeInclusive<u64>, T)>>(&mut self, entries: I) {
         for (range, value) in entries {
-            if !range.is_empty() {
-                // Cannot fail: the only refusal of a store is a range whose
-                // first index is above its last.
-                let _ = self.store_range(*range.start(), *range.end(), value);
-            }
+            // Cannot fail but for an empty range, which `Extend` skips
+            // (dropping its value) rather than report.
+            let _ = self.store_range(range, value);
         }
     }
 }
@@ -1265,7 +1277,7 @@ impl<T: Send + Sync + 'static, O: Ownership<T> + 'static> MapleTree<T, O> {
     ///     let tree = Arc::clone(&tree);
     ///     std::thread::spawn(move || {
     ///         for i in 0..100u64 {
-    ///             tree.write().store_range(i * 10, i * 10 + 9, i).unwrap();
+    ///             tree.write().store_range(i * 10..=i * 10 + 9, i).unwrap();
     ///         }
     ///     })
     /// };
@@ -1305,8 +1317,8 @@ impl<T: Send + Sync + 'static, O: Ownership<T> + 'static> MapleTree<T, O> {
     /// // SAFETY: this thread is the tree's only user and holds no reference
     /// // read from it.
     /// let mut w = unsafe { tree.write_unshared() };
-    /// w.store_range(0, 9, 'a').unwrap();
-    /// w.store_range(5, 9, 'b').unwrap();
+    /// w.store_range(0..=9, 'a').unwrap();
+    /// w.store_range(5..=9, 'b').unwrap();
     /// drop(w);
     /// let g = maple::pin();
     /// assert_eq!(tree.load(7, &g), Some(&'b'));
@@ -1348,23 +1360,23 @@ impl<T: Send + Sync + 'static, O: Ownership<T> + 'static> WriteGuard<'_, T, O> {
     }
 
     /// As [`MapleTree::store_range`], visible to concurrent readers.
-    pub fn store_range(&mut self, first: u64, last: u64, value: T) -> Result<(), Error> {
-        self.shared(|t, s, a| t.apply(s, first, last, Some(value), a, false))
+    pub fn store_range(&mut self, range: RangeInclusive<u64>, value: T) -> Result<(), Error> {
+        self.shared(|t, s, a| t.apply(s, range, Some(value), a, false))
     }
 
     /// As [`MapleTree::insert_range`], visible to concurrent readers.
-    pub fn insert_range(&mut self, first: u64, last: u64, value: T) -> Result<(), Error> {
-        self.shared(|t, s, a| t.apply(s, first, last, Some(value), a, true))
+    pub fn insert_range(&mut self, range: RangeInclusive<u64>, value: T) -> Result<(), Error> {
+        self.shared(|t, s, a| t.apply(s, range, Some(value), a, true))
     }
 
     /// As [`MapleTree::erase`], visible to concurrent readers.
-    pub fn erase(&mut self, index: u64) -> Option<(u64, u64)> {
+    pub fn erase(&mut self, index: u64) -> Option<RangeInclusive<u64>> {
         self.shared(|t, s, a| t.erase_entry(s, index, a))
     }
 
     /// As [`MapleTree::erase_range`], visible to concurrent readers.
-    pub fn erase_range(&mut self, first: u64, last: u64) -> Result<(), Error> {
-        self.shared(|t, s, a| t.apply(s, first, last, None, a, false))
+    pub fn erase_range(&mut self, range: RangeInclusive<u64>) -> Result<(), Error> {
+        self.shared(|t, s, a| t.apply(s, range, None, a, false))
     }
 }
 
@@ -1377,8 +1389,8 @@ impl<T: Send + Sync + 'static, O: Ownership<T> + 'static> WriteGuard<'_, T, O> {
 /// use maple::{MapleTree, Writer};
 ///
 /// fn map_two<W: Writer<&'static str>>(w: &mut W) {
-///     w.insert_range(0, 9, "text").unwrap();
-///     w.store_range(20, 29, "data").unwrap();
+///     w.insert_range(0..=9, "text").unwrap();
+///     w.store_range(20..=29, "data").unwrap();
 /// }
 ///
 /// let mut alone = MapleTree::new();
@@ -1390,41 +1402,41 @@ impl<T: Send + Sync + 'static, O: Ownership<T> + 'static> WriteGuard<'_, T, O> {
 /// ```
 pub trait Writer<T> {
     /// See [`MapleTree::store_range`].
-    fn store_range(&mut self, first: u64, last: u64, value: T) -> Result<(), Error>;
+    fn store_range(&mut self, range: RangeInclusive<u64>, value: T) -> Result<(), Error>;
     /// See [`MapleTree::insert_range`].
-    fn insert_range(&mut self, first: u64, last: u64, value: T) -> Result<(), Error>;
+    fn insert_range(&mut self, range: RangeInclusive<u64>, value: T) -> Result<(), Error>;
     /// See [`MapleTree::erase`].
-    fn erase(&mut self, index: u64) -> Option<(u64, u64)>;
+    fn erase(&mut self, index: u64) -> Option<RangeInclusive<u64>>;
     /// See [`MapleTree::erase_range`].
-    fn erase_range(&mut self, first: u64, last: u64) -> Result<(), Error>;
+    fn erase_range(&mut self, range: RangeInclusive<u64>) -> Result<(), Error>;
 }
 
 impl<T, O: Ownership<T>> Writer<T> for MapleTree<T, O> {
-    fn store_range(&mut self, first: u64, last: u64, value: T) -> Result<(), Error> {
-        MapleTree::store_range(self, first, last, value)
+    fn store_range(&mut self, range: RangeInclusive<u64>, value: T) -> Result<(), Error> {
+        MapleTree::store_range(self, range, value)
     }
-    fn insert_range(&mut self, first: u64, last: u64, value: T) -> Result<(), Error> {
-        MapleTree::insert_range(self, first, last, value)
+    fn insert_range(&mut self, range: RangeInclusive<u64>, value: T) -> Result<(), Error> {
+        MapleTree::insert_range(self, range, value)
     }
-    fn erase(&mut self, index: u64) -> Option<(u64, u64)> {
+    fn erase(&mut self, index: u64) -> Option<RangeInclusive<u64>> {
         MapleTree::erase(self, index)
     }
-    fn erase_range(&mut self, first: u64, last: u64) -> Result<(), Error> {
-        MapleTree::erase_range(self, first, last)
+    fn erase_range(&mut self, range: RangeInclusive<u64>) -> Result<(), Error> {
+        MapleTree::erase_range(self, range)
     }
 }
 
 impl<T: Send + Sync + 'static, O: Ownership<T> + 'static> Writer<T> for WriteGuard<'_, T, O> {
-    fn store_range(&mut self, first: u64, last: u64, value: T) -> Result<(), Error> {
-        WriteGuard::store_range(self, first, last, value)
+    fn store_range(&mut self, range: RangeInclusive<u64>, value: T) -> Result<(), Error> {
+        WriteGuard::store_range(self, range, value)
     }
-    fn insert_range(&mut self, first: u64, last: u64, value: T) -> Result<(), Error> {
-        WriteGuard::insert_range(self, first, last, value)
+    fn insert_range(&mut self, range: RangeInclusive<u64>, value: T) -> Result<(), Error> {
+        WriteGuard::insert_range(self, range, value)
     }
-    fn erase(&mut self, index: u64) -> Option<(u64, u64)> {
+    fn erase(&mut self, index: u64) -> Option<RangeInclusive<u64>> {
         WriteGuard::erase(self, index)
     }
-    fn erase_range(&mut self, first: u64, last: u64) -> Result<(), Error> {
-        WriteGuard::erase_range(self, first, last)
+    fn erase_range(&mut self, range: RangeInclusive<u64>) -> Result<(), Error> {
+        WriteGuard::erase_range(self, range)
     }
 }

@@ -12,6 +12,8 @@
 //! * `MAPLE_LARGE_N` — entries in the large deterministic tests (default
 //!   100_000 in release, 30_000 in debug).
 #![cfg(not(vmscale_shuttle))]
+// Empty ranges (`5..=4`) are written on purpose: their refusal is tested.
+#![allow(clippy::reversed_empty_ranges)]
 
 mod common;
 
@@ -94,8 +96,8 @@ impl Id for ArcRef<'_, Tracked> {
 
 type Entry = (u64, u64, u32);
 
-fn ent<R: Id>(e: Option<(u64, u64, R)>) -> Option<Entry> {
-    e.map(|(f, l, v)| (f, l, v.id()))
+fn ent<R: Id>(e: Option<maple::Entry<R>>) -> Option<Entry> {
+    e.map(|e| (e.first(), e.last(), e.value().id()))
 }
 
 fn entries_of<T: Send + Sync + 'static, O: Ownership<T>>(t: &MapleTree<T, O>) -> Vec<Entry>
@@ -103,7 +105,10 @@ where
     for<'g> O::Ref<'g>: Id,
 {
     let g = maple::pin();
-    t.iter(&g).map(|(f, l, v)| (f, l, v.id())).collect()
+    t.iter(&g)
+        .map(parts)
+        .map(|(f, l, v)| (f, l, v.id()))
+        .collect()
 }
 
 /// Panics with the first difference between two entry lists.
@@ -446,12 +451,12 @@ impl Harness {
                 let val = Tracked::new(id, &self.drops);
                 let val_direct = Arc::new(Tracked::new(id, &self.drops_direct));
                 let (want, dead) = if store {
-                    match self.oracle.store_range(f, l, id) {
+                    match self.oracle.store_range(f..=l, id) {
                         Ok(d) => (Ok(()), d),
                         Err(e) => (Err(e), vec![]),
                     }
                 } else {
-                    (self.oracle.insert_range(f, l, id), vec![])
+                    (self.oracle.insert_range(f..=l, id), vec![])
                 };
                 let got = put(&mut self.tree, store, f, l, val);
                 assert!(
@@ -491,24 +496,24 @@ impl Harness {
                     self.check_drop(&ctx, d, 1, "last piece erased by exclusive erase");
                 }
                 points.extend([x, x.wrapping_sub(1), x.wrapping_add(1)]);
-                if let Some((f, l)) = want {
+                if let Some((f, l)) = want.map(|r| r.into_inner()) {
                     points.extend([f, l, f.wrapping_sub(1), l.wrapping_add(1)]);
                 }
             }
             Op::EraseRange(f, l) => {
-                let want = self.oracle.erase_range(f, l);
-                let got = self.tree.erase_range(f, l);
+                let want = self.oracle.erase_range(f..=l);
+                let got = self.tree.erase_range(f..=l);
                 let want_unit = want.as_ref().map(|_| ()).map_err(|e| *e);
                 assert!(
                     same_result(&got, &want_unit),
                     "{ctx}: exclusive result {got:?}, want {want_unit:?}"
                 );
-                let got_d = self.direct.erase_range(f, l);
+                let got_d = self.direct.erase_range(f..=l);
                 assert!(
                     same_result(&got_d, &want_unit),
                     "{ctx}: direct result {got_d:?}, want {want_unit:?}"
                 );
-                let got_s = self.shared.write().erase_range(f, l);
+                let got_s = self.shared.write().erase_range(f..=l);
                 assert!(
                     same_result(&got_s, &want_unit),
                     "{ctx}: shared-writer result {got_s:?}, want {want_unit:?}"
@@ -576,9 +581,9 @@ impl Harness {
 /// shared-writer guards are driven by the same code.
 fn put<T, W: Writer<T>>(w: &mut W, store: bool, f: u64, l: u64, v: T) -> Result<(), Error> {
     if store {
-        w.store_range(f, l, v)
+        w.store_range(f..=l, v)
     } else {
-        w.insert_range(f, l, v)
+        w.insert_range(f..=l, v)
     }
 }
 
@@ -839,7 +844,12 @@ fn check_reads<T: Send + Sync + 'static, O: Ownership<T>>(
     assert_same_entries(&format!("{what}: iter"), &entries_of(t), &all);
     {
         let g = maple::pin();
-        let rev: Vec<Entry> = t.iter(&g).rev().map(|(f, l, v)| (f, l, v.id())).collect();
+        let rev: Vec<Entry> = t
+            .iter(&g)
+            .rev()
+            .map(parts)
+            .map(|(f, l, v)| (f, l, v.id()))
+            .collect();
         let mut want = all.clone();
         want.reverse();
         assert_same_entries(&format!("{what}: iter().rev()"), &rev, &want);
@@ -987,11 +997,11 @@ proptest! {
         let entries: Vec<Entry> = o.entries().into_iter().enumerate().map(|(i, (f, l, _))| (f, l, i as u32)).collect();
         let mut o = Oracle::new();
         for &(f, l, v) in &entries {
-            o.insert_range(f, l, v).unwrap();
+            o.insert_range(f..=l, v).unwrap();
         }
         let drops = DropTable::new(entries.len() + 1);
         {
-            let t = MapleTree::from_sorted(entries.iter().map(|&(f, l, v)| (f, l, Tracked::new(v, &drops))))
+            let t = MapleTree::from_sorted(entries.iter().map(|&(f, l, v)| (f..=l, Tracked::new(v, &drops))))
                 .expect("from_sorted of a valid sorted list");
             t.validate().map_err(|e| TestCaseError::fail(format!("validate after from_sorted: {e}")))?;
             prop_assert_eq!(t.len(), entries.len());
@@ -1000,7 +1010,7 @@ proptest! {
             // Same content as building it by inserting.
             let mut ins = MapleTree::new();
             for &(f, l, v) in &entries {
-                ins.insert_range(f, l, v).unwrap();
+                ins.insert_range(f..=l, v).unwrap();
             }
             assert_same_entries("from_sorted vs inserts", &entries_of(&t), &entries_of(&ins));
             prop_assert_eq!(drops.total(), 0);
@@ -1019,7 +1029,7 @@ proptest! {
         let mut entries = Vec::new();
         for (i, op) in ops.iter().enumerate() {
             if let Op::Store(f, l) = *op {
-                let _ = o.store_range(f, l, i as u32);
+                let _ = o.store_range(f..=l, i as u32);
                 entries.push((f..=l, i as u32));
             }
         }
@@ -1051,10 +1061,10 @@ proptest! {
             }
         };
         let drops = DropTable::new(entries.len() + 1);
-        let input: Vec<(u64, u64, Tracked)> = entries
+        let input: Vec<(std::ops::RangeInclusive<u64>, Tracked)> = entries
             .iter()
             .enumerate()
-            .map(|(n, &(f, l, _))| (f, l, Tracked::new(n as u32, &drops)))
+            .map(|(n, &(f, l, _))| (f..=l, Tracked::new(n as u32, &drops)))
             .collect();
         match MapleTree::from_sorted(input) {
             Ok(_) => prop_assert!(false, "from_sorted accepted bad input (case {how}, at {i})"),
@@ -1104,7 +1114,7 @@ proptest! {
         // A clone of a tree that was written through the shared writer.
         let s = MapleTree::new();
         for (i, &(f, l, _)) in o.entries().iter().enumerate() {
-            s.write().store_range(f, l, i as u32).unwrap();
+            s.write().store_range(f..=l, i as u32).unwrap();
         }
         let sc = s.clone();
         sc.validate().map_err(|e| TestCaseError::fail(format!("validate clone of shared tree: {e}")))?;
@@ -1146,16 +1156,16 @@ proptest! {
 fn apply_oracle(o: &mut Oracle, op: Op, id: u32) {
     match op {
         Op::Store(f, l) => {
-            let _ = o.store_range(f, l, id);
+            let _ = o.store_range(f..=l, id);
         }
         Op::Insert(f, l) => {
-            let _ = o.insert_range(f, l, id);
+            let _ = o.insert_range(f..=l, id);
         }
         Op::Erase(x) => {
             o.erase(x);
         }
         Op::EraseRange(f, l) => {
-            let _ = o.erase_range(f, l);
+            let _ = o.erase_range(f..=l);
         }
     }
 }
@@ -1163,13 +1173,13 @@ fn apply_oracle(o: &mut Oracle, op: Op, id: u32) {
 fn apply_both(t: &mut MapleTree<u32>, o: &mut Oracle, op: Op, id: u32) {
     match op {
         Op::Store(f, l) => {
-            let w = o.store_range(f, l, id).map(|_| ());
-            let g = t.store_range(f, l, id);
+            let w = o.store_range(f..=l, id).map(|_| ());
+            let g = t.store_range(f..=l, id);
             assert!(same_result(&g, &w), "{op:?}: {g:?} want {w:?}");
         }
         Op::Insert(f, l) => {
-            let w = o.insert_range(f, l, id);
-            let g = t.insert_range(f, l, id);
+            let w = o.insert_range(f..=l, id);
+            let g = t.insert_range(f..=l, id);
             assert!(same_result(&g, &w), "{op:?}: {g:?} want {w:?}");
         }
         Op::Erase(x) => {
@@ -1177,8 +1187,8 @@ fn apply_both(t: &mut MapleTree<u32>, o: &mut Oracle, op: Op, id: u32) {
             assert_eq!(t.erase(x), w, "{op:?}");
         }
         Op::EraseRange(f, l) => {
-            let w = o.erase_range(f, l).map(|_| ());
-            let g = t.erase_range(f, l);
+            let w = o.erase_range(f..=l).map(|_| ());
+            let g = t.erase_range(f..=l);
             assert!(same_result(&g, &w), "{op:?}: {g:?} want {w:?}");
         }
     }
@@ -1216,27 +1226,27 @@ fn api_is_send_sync_default() {
 fn errors_and_errno() {
     let mut t = MapleTree::new();
     assert_eq!(
-        t.store_range(5, 4, 1u32),
+        t.store_range(5..=4, 1u32),
         Err(Error::InvalidRange { first: 5, last: 4 })
     );
     assert_eq!(
-        t.insert_range(MAX, 0, 1),
+        t.insert_range(MAX..=0, 1),
         Err(Error::InvalidRange {
             first: MAX,
             last: 0
         })
     );
     assert_eq!(
-        t.erase_range(1, 0),
+        t.erase_range(1..=0),
         Err(Error::InvalidRange { first: 1, last: 0 })
     );
-    t.insert_range(10, 20, 1).unwrap();
-    assert_eq!(t.insert_range(20, 30, 2), Err(Error::Exists));
-    assert_eq!(t.insert_range(0, 10, 2), Err(Error::Exists));
-    assert_eq!(t.insert_range(0, MAX, 2), Err(Error::Exists));
-    assert_eq!(t.insert_range(15, 15, 2), Err(Error::Exists));
-    t.insert_range(21, 21, 3).unwrap();
-    t.insert_range(9, 9, 4).unwrap();
+    t.insert_range(10..=20, 1).unwrap();
+    assert_eq!(t.insert_range(20..=30, 2), Err(Error::Exists));
+    assert_eq!(t.insert_range(0..=10, 2), Err(Error::Exists));
+    assert_eq!(t.insert_range(0..=MAX, 2), Err(Error::Exists));
+    assert_eq!(t.insert_range(15..=15, 2), Err(Error::Exists));
+    t.insert_range(21..=21, 3).unwrap();
+    t.insert_range(9..=9, 4).unwrap();
     let g = maple::pin();
     assert!(matches!(
         t.empty_area(0, 10, 0, &g),
@@ -1298,27 +1308,35 @@ fn errors_and_errno() {
 #[test]
 fn whole_space_and_edges() {
     let mut t = MapleTree::new();
-    t.store_range(0, MAX, 7u32).unwrap();
+    t.store_range(0..=MAX, 7u32).unwrap();
     t.validate().unwrap();
     {
         let g = maple::pin();
         assert_eq!(
-            t.load_entry(0, &g).map(|e| (e.0, e.1, *e.2)),
+            t.load_entry(0, &g)
+                .map(|e| (e.first(), e.last(), *e.value())),
             Some((0, MAX, 7))
         );
         assert_eq!(
-            t.load_entry(MAX, &g).map(|e| (e.0, e.1, *e.2)),
+            t.load_entry(MAX, &g)
+                .map(|e| (e.first(), e.last(), *e.value())),
             Some((0, MAX, 7))
         );
         assert_eq!(t.empty_area(0, MAX, 1, &g), Err(Error::NoSpace));
         assert_eq!(t.empty_area_rev(0, MAX, 1, &g), Err(Error::NoSpace));
-        assert_eq!(t.find(MAX, MAX, &g).map(|e| (e.0, e.1)), Some((0, MAX)));
-        assert_eq!(t.find_rev(0, 0, &g).map(|e| (e.0, e.1)), Some((0, MAX)));
+        assert_eq!(
+            t.find(MAX, MAX, &g).map(|e| (e.first(), e.last())),
+            Some((0, MAX))
+        );
+        assert_eq!(
+            t.find_rev(0, 0, &g).map(|e| (e.first(), e.last())),
+            Some((0, MAX))
+        );
         assert_eq!(t.range(MAX.., &g).count(), 1);
         assert_eq!(t.range(..=0, &g).count(), 1);
     }
-    assert_eq!(t.insert_range(MAX, MAX, 1), Err(Error::Exists));
-    assert_eq!(t.erase(12345), Some((0, MAX)));
+    assert_eq!(t.insert_range(MAX..=MAX, 1), Err(Error::Exists));
+    assert_eq!(t.erase(12345), Some(0..=MAX));
     assert!(t.is_empty());
     assert_eq!(t.mem_stats().nodes, 0, "empty tree after erase keeps nodes");
     {
@@ -1333,9 +1351,9 @@ fn whole_space_and_edges() {
         assert_eq!(t.empty_area(2, MAX, MAX, &g), Err(Error::NoSpace));
         assert_eq!(t.empty_area_rev(1, MAX, MAX, &g), Ok(1));
     }
-    t.insert_range(MAX, MAX, 1).unwrap();
-    t.insert_range(0, 0, 2).unwrap();
-    t.insert_range(MAX - 1, MAX - 1, 3).unwrap();
+    t.insert_range(MAX..=MAX, 1).unwrap();
+    t.insert_range(0..=0, 2).unwrap();
+    t.insert_range(MAX - 1..=MAX - 1, 3).unwrap();
     t.validate().unwrap();
     {
         let g = maple::pin();
@@ -1343,9 +1361,12 @@ fn whole_space_and_edges() {
         assert_eq!(t.empty_area(0, MAX, 1, &g), Ok(1));
         assert_eq!(t.empty_area(0, MAX, MAX - 2, &g), Ok(1));
         assert_eq!(t.empty_area(0, MAX, MAX - 1, &g), Err(Error::NoSpace));
-        let all: Vec<_> = t.iter(&g).map(|e| (e.0, e.1, *e.2)).collect();
+        let all: Vec<_> = t
+            .iter(&g)
+            .map(|e| (e.first(), e.last(), *e.value()))
+            .collect();
         assert_eq!(all, vec![(0, 0, 2), (MAX - 1, MAX - 1, 3), (MAX, MAX, 1)]);
-        let rev: Vec<_> = t.iter(&g).rev().map(|e| (e.0, *e.2)).collect();
+        let rev: Vec<_> = t.iter(&g).rev().map(|e| (e.first(), *e.value())).collect();
         assert_eq!(rev, vec![(MAX, 1), (MAX - 1, 3), (0, 2)]);
         assert_eq!(
             t.range((Bound::Excluded(MAX), Bound::Unbounded), &g)
@@ -1356,7 +1377,7 @@ fn whole_space_and_edges() {
         assert_eq!(t.range(5..5, &g).count(), 0);
         assert_eq!(t.range(MAX - 1.., &g).count(), 2);
     }
-    t.erase_range(0, MAX).unwrap();
+    t.erase_range(0..=MAX).unwrap();
     assert!(t.is_empty());
     t.validate().unwrap();
     assert_eq!(
@@ -1372,7 +1393,7 @@ fn whole_space_and_edges() {
 fn find_with_empty_window() {
     let mut t = MapleTree::new();
     for i in 0..100u64 {
-        t.insert_range(i * 10, i * 10 + 5, i as u32).unwrap();
+        t.insert_range(i * 10..=i * 10 + 5, i as u32).unwrap();
     }
     let g = maple::pin();
     assert!(t.find(52, 51, &g).is_none(), "find(index > max)");
@@ -1380,11 +1401,11 @@ fn find_with_empty_window() {
     assert!(t.find_rev(51, 52, &g).is_none(), "find_rev(min > index)");
     assert!(t.find_rev(0, 500, &g).is_none(), "find_rev(min > index)");
     // sanity: the windows themselves
-    assert_eq!(t.find(52, 52, &g).map(|e| e.0), Some(50));
-    assert_eq!(t.find(56, 59, &g).map(|e| e.0), None);
-    assert_eq!(t.find(56, 60, &g).map(|e| e.0), Some(60));
-    assert_eq!(t.find_rev(59, 56, &g).map(|e| e.0), None);
-    assert_eq!(t.find_rev(59, 55, &g).map(|e| e.0), Some(50));
+    assert_eq!(t.find(52, 52, &g).map(|e| e.first()), Some(50));
+    assert_eq!(t.find(56, 59, &g).map(|e| e.first()), None);
+    assert_eq!(t.find(56, 60, &g).map(|e| e.first()), Some(60));
+    assert_eq!(t.find_rev(59, 56, &g).map(|e| e.first()), None);
+    assert_eq!(t.find_rev(59, 55, &g).map(|e| e.first()), Some(50));
 }
 
 /// `Cursor::seek` documents that after `seek(i)`, `prev` returns "the last
@@ -1394,25 +1415,29 @@ fn find_with_empty_window() {
 fn cursor_prev_after_seek_inside_entry() {
     let mut t = MapleTree::new();
     for i in 0..5u64 {
-        t.store_range(i * 10, i * 10 + 5, i).unwrap();
+        t.store_range(i * 10..=i * 10 + 5, i).unwrap();
     }
     let g = maple::pin();
     let mut c = t.cursor(22, &g);
-    assert_eq!(c.prev(), Some((10, 15, &1)), "cursor(22).prev()");
+    assert_eq!(c.prev().parts(), Some((10, 15, &1)), "cursor(22).prev()");
     c.seek(20);
-    assert_eq!(c.prev(), Some((10, 15, &1)), "seek(20).prev()");
+    assert_eq!(c.prev().parts(), Some((10, 15, &1)), "seek(20).prev()");
     c.seek(25);
-    assert_eq!(c.prev(), Some((10, 15, &1)), "seek(25).prev()");
+    assert_eq!(c.prev().parts(), Some((10, 15, &1)), "seek(25).prev()");
     c.seek(26);
-    assert_eq!(c.prev(), Some((20, 25, &2)), "seek(26).prev()");
+    assert_eq!(c.prev().parts(), Some((20, 25, &2)), "seek(26).prev()");
     c.seek(0);
     assert_eq!(c.prev(), None, "seek(0).prev()");
     c.seek(3);
     assert_eq!(c.prev(), None, "seek(3).prev()");
-    assert_eq!(c.next(), Some((0, 5, &0)), "seek(3).prev().next()");
+    assert_eq!(c.next().parts(), Some((0, 5, &0)), "seek(3).prev().next()");
     c.seek(u64::MAX);
     assert_eq!(c.next(), None);
-    assert_eq!(c.prev(), Some((40, 45, &4)), "seek(MAX).next().prev()");
+    assert_eq!(
+        c.prev().parts(),
+        Some((40, 45, &4)),
+        "seek(MAX).next().prev()"
+    );
     assert_eq!(c.next(), None, "past the end again");
 }
 
@@ -1420,16 +1445,16 @@ fn cursor_prev_after_seek_inside_entry() {
 fn exclusive_drops_are_immediate() {
     let drops = DropTable::new(16);
     let mut t = MapleTree::new();
-    t.store_range(0, 100, Tracked::new(0, &drops)).unwrap();
-    t.store_range(50, 50, Tracked::new(1, &drops)).unwrap(); // splits value 0
+    t.store_range(0..=100, Tracked::new(0, &drops)).unwrap();
+    t.store_range(50..=50, Tracked::new(1, &drops)).unwrap(); // splits value 0
     assert_eq!(drops.total(), 0);
     assert_eq!(t.len(), 3);
-    t.erase_range(0, 49).unwrap(); // one piece of value 0 left
+    t.erase_range(0..=49).unwrap(); // one piece of value 0 left
     assert_eq!(drops.count(0), 0, "value 0 dropped while a piece remains");
-    t.store_range(40, 60, Tracked::new(2, &drops)).unwrap(); // removes value 1, trims value 0
+    t.store_range(40..=60, Tracked::new(2, &drops)).unwrap(); // removes value 1, trims value 0
     assert_eq!(drops.count(1), 1, "value 1 not dropped when overwritten");
     assert_eq!(drops.count(0), 0);
-    assert_eq!(t.erase(70), Some((61, 100)));
+    assert_eq!(t.erase(70), Some(61..=100));
     assert_eq!(
         drops.count(0),
         1,
@@ -1437,26 +1462,26 @@ fn exclusive_drops_are_immediate() {
     );
     // failing calls drop the value they were given
     assert_eq!(
-        t.insert_range(45, 45, Tracked::new(3, &drops)),
+        t.insert_range(45..=45, Tracked::new(3, &drops)),
         Err(Error::Exists)
     );
     assert_eq!(drops.count(3), 1);
     assert_eq!(
-        t.store_range(9, 8, Tracked::new(4, &drops)),
+        t.store_range(9..=8, Tracked::new(4, &drops)),
         Err(Error::InvalidRange { first: 9, last: 8 })
     );
     assert_eq!(drops.count(4), 1);
     // many pieces, one value
-    t.store_range(1000, 1999, Tracked::new(5, &drops)).unwrap();
+    t.store_range(1000..=1999, Tracked::new(5, &drops)).unwrap();
     for i in 0..100u64 {
-        t.erase_range(1000 + i * 10, 1000 + i * 10 + 4).unwrap();
+        t.erase_range(1000 + i * 10..=1000 + i * 10 + 4).unwrap();
     }
     assert_eq!(t.len(), 101);
     t.validate().unwrap();
     assert_eq!(drops.count(5), 0);
-    t.erase_range(1500, 1999).unwrap();
+    t.erase_range(1500..=1999).unwrap();
     assert_eq!(drops.count(5), 0);
-    t.erase_range(1000, 1499).unwrap();
+    t.erase_range(1000..=1499).unwrap();
     assert_eq!(
         drops.count(5),
         1,
@@ -1497,17 +1522,17 @@ fn clone_shares_values_and_drops_once() {
                 *next += 1;
                 let v = Tracked::new(id, &drops);
                 if matches!(op, Op::Store(..)) {
-                    o.store_range(f, l, id).unwrap();
-                    t.store_range(f, l, v).unwrap();
+                    o.store_range(f..=l, id).unwrap();
+                    t.store_range(f..=l, v).unwrap();
                 } else {
-                    let w = o.insert_range(f, l, id);
-                    assert_eq!(t.insert_range(f, l, v), w, "{op:?}");
+                    let w = o.insert_range(f..=l, id);
+                    assert_eq!(t.insert_range(f..=l, v), w, "{op:?}");
                 }
             }
             Op::Erase(x) => assert_eq!(t.erase(x), o.erase(x).0, "{op:?}"),
             Op::EraseRange(f, l) => {
-                o.erase_range(f, l).unwrap();
-                t.erase_range(f, l).unwrap();
+                o.erase_range(f..=l).unwrap();
+                t.erase_range(f..=l).unwrap();
             }
         };
         let live_union = |a: &Oracle, b: &Oracle| {
@@ -1589,15 +1614,13 @@ fn shared_writer_defers_drops_past_guards() {
     let t = MapleTree::new();
     t.write()
         .store_range(
-            0,
-            99,
+            0..=99,
             (Tracked::new(0, &drops), String::from("zero-zero-zero")),
         )
         .unwrap();
     t.write()
         .store_range(
-            100,
-            199,
+            100..=199,
             (Tracked::new(1, &drops), String::from("one-one-one")),
         )
         .unwrap();
@@ -1605,18 +1628,17 @@ fn shared_writer_defers_drops_past_guards() {
     let r0 = t.load(50, &g).unwrap();
     let r1 = t.load(150, &g).unwrap();
     t.write()
-        .store_range(0, 199, (Tracked::new(2, &drops), String::from("two")))
+        .store_range(0..=199, (Tracked::new(2, &drops), String::from("two")))
         .unwrap();
-    assert_eq!(t.write().erase(5), Some((0, 199)));
+    assert_eq!(t.write().erase(5), Some(0..=199));
     for i in 3..40u32 {
         t.write()
             .store_range(
-                i as u64 * 10,
-                i as u64 * 10 + 3,
+                i as u64 * 10..=i as u64 * 10 + 3,
                 (Tracked::new(i, &drops), i.to_string()),
             )
             .unwrap();
-        t.write().erase_range(0, MAX).unwrap();
+        t.write().erase_range(0..=MAX).unwrap();
         let _ = maple::pin(); // nested pins while `g` is alive cannot free anything
     }
     assert_eq!(
@@ -1680,21 +1702,21 @@ fn shared_writer_drops_each_value_once() {
         let l = f + rng.below(span);
         match rng.below(4) {
             0 | 1 => {
-                o.store_range(f, l, next).unwrap();
+                o.store_range(f..=l, next).unwrap();
                 t.write()
-                    .store_range(f, l, Tracked::new(next, &drops))
+                    .store_range(f..=l, Tracked::new(next, &drops))
                     .unwrap();
                 next += 1;
             }
             2 => {
-                let w = o.insert_range(f, l, next);
-                let g = t.write().insert_range(f, l, Tracked::new(next, &drops));
+                let w = o.insert_range(f..=l, next);
+                let g = t.write().insert_range(f..=l, Tracked::new(next, &drops));
                 assert_eq!(g, w);
                 next += 1;
             }
             _ => {
-                o.erase_range(f, l).unwrap();
-                t.write().erase_range(f, l).unwrap();
+                o.erase_range(f..=l).unwrap();
+                t.write().erase_range(f..=l).unwrap();
             }
         }
         if i % 97 == 0 {
@@ -1724,7 +1746,7 @@ fn height_grows_with_size() {
     let mut last_h = 0;
     let n = large_n().min(50_000);
     for i in 0..n {
-        t.insert_range(i * 2, i * 2, i as u32).unwrap(); // gaps between entries too
+        t.insert_range(i * 2..=i * 2, i as u32).unwrap(); // gaps between entries too
         let len = i as usize + 1;
         if len.is_power_of_two() || len % 5000 == 0 || i == n - 1 {
             t.validate().unwrap();
@@ -1749,7 +1771,7 @@ fn height_grows_with_size() {
     let s = t.mem_stats();
     assert!(s.height >= 4, "{n} entries in height {} ({s:?})", s.height);
     // Shrinking back down lowers the height again.
-    t.erase_range(16, MAX).unwrap();
+    t.erase_range(16..=MAX).unwrap();
     t.validate().unwrap();
     let s = t.mem_stats();
     check_stats("after truncating to 8 entries", &t, 8);
@@ -1774,16 +1796,17 @@ fn large_ascending_then_random_erase_impl(shared: bool, n: u64) {
     };
     for i in 0..n {
         if shared {
-            t.write().insert_range(3 * i, 3 * i + 1, i).unwrap();
+            t.write().insert_range(3 * i..=3 * i + 1, i).unwrap();
         } else {
-            t.insert_range(3 * i, 3 * i + 1, i).unwrap();
+            t.insert_range(3 * i..=3 * i + 1, i).unwrap();
         }
         if i % 1000 == 999 {
             check(&t, "ascending insert", i, i as usize + 1);
             let g = maple::pin();
             let k = rng.below(i + 1);
             assert_eq!(
-                t.load_entry(3 * k + 1, &g).map(|e| (e.0, e.1, *e.2)),
+                t.load_entry(3 * k + 1, &g)
+                    .map(|e| (e.first(), e.last(), *e.value())),
                 Some((3 * k, 3 * k + 1, k))
             );
             assert_eq!(t.load(3 * k + 2, &g), None);
@@ -1793,7 +1816,7 @@ fn large_ascending_then_random_erase_impl(shared: bool, n: u64) {
     {
         let g = maple::pin();
         assert_eq!(t.iter(&g).count() as u64, n);
-        assert!(t.iter(&g).map(|e| e.0).eq((0..n).map(|i| 3 * i)));
+        assert!(t.iter(&g).map(|e| e.first()).eq((0..n).map(|i| 3 * i)));
         assert_eq!(t.empty_area(0, MAX, 2, &g), Ok(3 * n - 1));
         assert_eq!(t.empty_area(0, MAX, 1, &g), Ok(2));
         assert_eq!(t.empty_area_rev(0, 3 * n - 1, 1, &g), Ok(3 * n - 1));
@@ -1808,7 +1831,7 @@ fn large_ascending_then_random_erase_impl(shared: bool, n: u64) {
         } else {
             t.erase(at)
         };
-        assert_eq!(got, Some((3 * k, 3 * k + 1)), "erase({at}) at step {j}");
+        assert_eq!(got, Some(3 * k..=3 * k + 1), "erase({at}) at step {j}");
         if j % 1000 == 999 {
             check(&t, "random erase", j as u64, (n as usize) - j - 1);
             let g = maple::pin();
@@ -1838,51 +1861,52 @@ fn large_ascending_then_random_erase_shared_writer() {
 #[test]
 fn from_sorted_large_and_edges() {
     let n = large_n();
-    let t = MapleTree::from_sorted((0..n).map(|i| (i * 5, i * 5 + 2, i))).unwrap();
+    let t = MapleTree::from_sorted((0..n).map(|i| (i * 5..=i * 5 + 2, i))).unwrap();
     t.validate().unwrap();
     assert_eq!(t.len(), n as usize);
     check_stats("from_sorted large", &t, n as usize);
     {
         let g = maple::pin();
         assert_eq!(
-            t.load_entry(5 * 777 + 1, &g).map(|e| (e.0, e.1, *e.2)),
+            t.load_entry(5 * 777 + 1, &g)
+                .map(|e| (e.first(), e.last(), *e.value())),
             Some((3885, 3887, 777))
         );
         assert_eq!(t.empty_area(0, MAX, 2, &g), Ok(3));
         assert_eq!(t.empty_area(0, MAX, 3, &g), Ok(5 * n - 2));
-        assert!(t.iter(&g).rev().map(|e| *e.2).eq((0..n).rev()));
+        assert!(t.iter(&g).rev().map(|e| *e.value()).eq((0..n).rev()));
     }
     let e: MapleTree<u8> = MapleTree::from_sorted(Vec::new()).unwrap();
     assert!(e.is_empty());
     assert_eq!(e.mem_stats().nodes, 0);
     e.validate().unwrap();
-    let w = MapleTree::from_sorted([(0, MAX, 1u8)]).unwrap();
+    let w = MapleTree::from_sorted([(0..=MAX, 1u8)]).unwrap();
     w.validate().unwrap();
     assert_eq!(w.len(), 1);
-    let s = MapleTree::from_sorted([(0, 0, 1u8), (1, 1, 2), (MAX, MAX, 3)]).unwrap();
+    let s = MapleTree::from_sorted([(0..=0, 1u8), (1..=1, 2), (MAX..=MAX, 3)]).unwrap();
     s.validate().unwrap();
     assert_eq!(entries_of_u8(&s), vec![(0, 0, 1), (1, 1, 2), (MAX, MAX, 3)]);
     assert_eq!(
-        MapleTree::from_sorted([(0, 5, 1u8), (5, 9, 2)]).err(),
+        MapleTree::from_sorted([(0..=5, 1u8), (5..=9, 2)]).err(),
         Some(Error::Unsorted)
     );
     assert_eq!(
-        MapleTree::from_sorted([(6, 9, 1u8), (0, 5, 2)]).err(),
+        MapleTree::from_sorted([(6..=9, 1u8), (0..=5, 2)]).err(),
         Some(Error::Unsorted)
     );
     assert_eq!(
-        MapleTree::from_sorted([(0, MAX, 1u8), (MAX, MAX, 2)]).err(),
+        MapleTree::from_sorted([(0..=MAX, 1u8), (MAX..=MAX, 2)]).err(),
         Some(Error::Unsorted)
     );
     assert_eq!(
-        MapleTree::from_sorted([(0, 5, 1u8), (9, 6, 2)]).err(),
+        MapleTree::from_sorted([(0..=5, 1u8), (9..=6, 2)]).err(),
         Some(Error::InvalidRange { first: 9, last: 6 })
     );
 }
 
 fn entries_of_u8(t: &MapleTree<u8>) -> Vec<(u64, u64, u8)> {
     let g = maple::pin();
-    t.iter(&g).map(|(f, l, v)| (f, l, *v)).collect()
+    t.iter(&g).map(parts).map(|(f, l, v)| (f, l, *v)).collect()
 }
 
 /// The shared writer and the exclusive API can be mixed on one tree.
@@ -1919,24 +1943,24 @@ fn mixed_exclusive_and_shared_writes() {
             probe(&t, &o);
             match op {
                 Op::Store(f, l) => {
-                    o.store_range(f, l, i).unwrap();
-                    w.store_range(f, l, i).unwrap();
+                    o.store_range(f..=l, i).unwrap();
+                    w.store_range(f..=l, i).unwrap();
                 }
                 Op::Insert(f, l) => {
-                    let want = o.insert_range(f, l, i);
-                    assert_eq!(w.insert_range(f, l, i), want);
+                    let want = o.insert_range(f..=l, i);
+                    assert_eq!(w.insert_range(f..=l, i), want);
                 }
                 Op::Erase(x) => assert_eq!(w.erase(x), o.erase(x).0),
                 Op::EraseRange(f, l) => {
-                    o.erase_range(f, l).unwrap();
-                    w.erase_range(f, l).unwrap();
+                    o.erase_range(f..=l).unwrap();
+                    w.erase_range(f..=l).unwrap();
                 }
             }
             probe(&t, &o);
             // a second write through the same guard
             let (a, b) = (rng.below(3000), rng.below(20));
-            o.store_range(a, a + b, i + 1_000_000).unwrap();
-            w.store_range(a, a + b, i + 1_000_000).unwrap();
+            o.store_range(a..=a + b, i + 1_000_000).unwrap();
+            w.store_range(a..=a + b, i + 1_000_000).unwrap();
             probe(&t, &o);
             drop(w);
         }

@@ -36,10 +36,15 @@
 //! failure).
 #![cfg(vmscale_shuttle)]
 
-use maple::MapleTree;
+use maple::{Entry, MapleTree};
 use shuttle::sync::atomic::{AtomicU64, Ordering};
 use shuttle::thread;
 use std::sync::Arc;
+
+/// An entry as `(first, last, value)`, the shape the checks compare.
+fn parts<R>(e: Entry<R>) -> (u64, u64, R) {
+    (e.first(), e.last(), e.value())
+}
 
 /// Entries `i` cover `[10i, 10i + 4]`, value `i`; enough of them for a
 /// two-level tree, so writes split, merge and publish into parents.
@@ -52,15 +57,15 @@ const N: u64 = 24;
 fn writer(tree: &MapleTree<u64>, finished: &AtomicU64) {
     let mut w = tree.write();
     // Step 1: overwrite entry 3 in place-sized copy (leaf replaced by one leaf).
-    w.store_range(30, 34, 1003).unwrap();
+    w.store_range(30..=34, 1003).unwrap();
     finished.store(1, Ordering::Release);
     // Step 2: a store spanning several leaves (parents rebuilt).
-    w.store_range(52, 171, 2000).unwrap();
+    w.store_range(52..=171, 2000).unwrap();
     // Step 3: erase entry 3 again (absent ranges merge).
     w.erase(32);
     // Step 4: fill many slots of one leaf to force a split.
     for k in 0..6 {
-        w.store_range(200 + k * 2, 200 + k * 2, 3000 + k).unwrap();
+        w.store_range(200 + k * 2..=200 + k * 2, 3000 + k).unwrap();
     }
 }
 
@@ -69,7 +74,7 @@ fn model() {
     {
         let mut w = tree.write();
         for i in 0..N {
-            w.store_range(10 * i, 10 * i + 4, i).unwrap();
+            w.store_range(10 * i..=10 * i + 4, i).unwrap();
         }
     }
     let finished = Arc::new(AtomicU64::new(0));
@@ -86,11 +91,11 @@ fn model() {
                 // leaf must not show the state from before it: the dead
                 // mark forces a fresh walk.
                 let mut cursor = tree.cursor(0, &guard);
-                assert_eq!(cursor.next(), Some((0, 4, &0)));
+                assert_eq!(cursor.next().map(parts), Some((0, 4, &0)));
                 let seen_before = tree.load(32, &guard).copied();
                 let step1_done = finished.load(Ordering::Acquire) >= 1;
                 loop {
-                    let (first, last, v) = cursor.next().expect("entries remain");
+                    let (first, last, v) = cursor.next().map(parts).expect("entries remain");
                     if last < 30 {
                         continue;
                     }
@@ -122,7 +127,7 @@ fn model() {
                         other => panic!("reader saw {other:?} at 100"),
                     }
                     let mut prev_last: Option<u64> = None;
-                    for (first, last, _) in tree.iter(&guard) {
+                    for (first, last, _) in tree.iter(&guard).map(parts) {
                         assert!(first <= last);
                         assert!(
                             prev_last.is_none_or(|p| last > p),
@@ -234,7 +239,7 @@ fn in_place_model() {
     {
         let mut w = tree.write();
         for (a, b, v) in initial() {
-            w.store_range(a, b, v).unwrap();
+            w.store_range(a..=b, v).unwrap();
         }
     }
     let t = Arc::clone(&tree);
@@ -242,8 +247,8 @@ fn in_place_model() {
         for op in SCRIPT {
             let mut w = t.write();
             match op {
-                Op::Store(a, b, v) => w.store_range(a, b, v).unwrap(),
-                Op::EraseRange(a, b) => w.erase_range(a, b).unwrap(),
+                Op::Store(a, b, v) => w.store_range(a..=b, v).unwrap(),
+                Op::EraseRange(a, b) => w.erase_range(a..=b).unwrap(),
                 Op::Erase(i) => {
                     w.erase(i).expect("the entry exists");
                 }
@@ -262,7 +267,10 @@ fn in_place_model() {
                 for round in 0..2 {
                     for (k, &x) in probes.iter().enumerate() {
                         let x = x + (r + round) % 2;
-                        let seen = tree.load_entry(x, &guard).map(|(a, b, v)| (a, b, *v));
+                        let seen = tree
+                            .load_entry(x, &guard)
+                            .map(parts)
+                            .map(|(a, b, v)| (a, b, *v));
                         let at = (floor[k]..states.len())
                             .find(|&s| entry_at(&states[s], x) == seen)
                             .unwrap_or_else(|| {
@@ -270,7 +278,7 @@ fn in_place_model() {
                             });
                         floor[k] = at;
                     }
-                    for (a, b, v) in tree.iter(&guard) {
+                    for (a, b, v) in tree.iter(&guard).map(parts) {
                         let e = (a, b, *v);
                         assert!(
                             states.iter().any(|s| s.contains(&e)),
@@ -287,7 +295,11 @@ fn in_place_model() {
     }
     tree.validate().unwrap();
     let guard = maple::pin();
-    let now: State = tree.iter(&guard).map(|(a, b, v)| (a, b, *v)).collect();
+    let now: State = tree
+        .iter(&guard)
+        .map(parts)
+        .map(|(a, b, v)| (a, b, *v))
+        .collect();
     assert_eq!(&now, states.last().unwrap());
 }
 

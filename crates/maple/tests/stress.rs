@@ -38,7 +38,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use common::Rng;
-use common::{env_usize, Oracle, MAX};
+use common::{env_usize, parts, Oracle, Parts, MAX};
 use maple::{Error, MapleTree};
 
 // ---------------------------------------------------------------------------
@@ -377,7 +377,7 @@ fn check_iteration(
             _ => rng.chance(1, 2),
         };
         let e = if fwd { it.next() } else { it.next_back() };
-        let Some((f, l, v)) = e else { break };
+        let Some((f, l, v)) = e.parts() else { break };
         let e = (f, l, *v);
         let what = || {
             format!(
@@ -496,7 +496,7 @@ fn reader_op(sh: &Shared, rng: &mut Rng, g: &maple::Guard, seq_before: u64) {
         // load / load_entry
         0..=4 => {
             let a = random_index(rng);
-            let e = t.load_entry(a, g).map(|(f, l, v)| (f, l, *v));
+            let e = t.load_entry(a, g).map(parts).map(|(f, l, v)| (f, l, *v));
             let v = t.load(a, g).copied();
             let what = || format!("load_entry({a})");
             if let Some(p) = permanent_at(sh, a) {
@@ -549,7 +549,7 @@ fn reader_op(sh: &Shared, rng: &mut Rng, g: &maple::Guard, seq_before: u64) {
         // find
         5..=6 => {
             let (a, b) = random_window(rng);
-            let e = t.find(a, b, g).map(|(f, l, v)| (f, l, *v));
+            let e = t.find(a, b, g).map(parts).map(|(f, l, v)| (f, l, *v));
             let what = || format!("find({a}, {b})");
             let first_perm = sh.permanent.find(a, b).map(|p| (p.0, p.1, p.2 as u64));
             match e {
@@ -580,7 +580,7 @@ fn reader_op(sh: &Shared, rng: &mut Rng, g: &maple::Guard, seq_before: u64) {
         // find_rev
         7..=8 => {
             let (a, b) = random_window(rng);
-            let e = t.find_rev(b, a, g).map(|(f, l, v)| (f, l, *v));
+            let e = t.find_rev(b, a, g).map(parts).map(|(f, l, v)| (f, l, *v));
             let what = || format!("find_rev({b}, min {a})");
             let last_perm = sh.permanent.find_rev(b, a).map(|p| (p.0, p.1, p.2 as u64));
             match e {
@@ -623,7 +623,9 @@ fn reader_op(sh: &Shared, rng: &mut Rng, g: &maple::Guard, seq_before: u64) {
             let mut c = t.cursor(a, g);
             let mut prev: Option<(u64, u64, u64)> = None;
             for step in 0..40 {
-                let Some((f, l, v)) = c.next() else { break };
+                let Some((f, l, v)) = c.next().parts() else {
+                    break;
+                };
                 let e = (f, l, *v);
                 let what = || format!("cursor({a}) next #{step}");
                 if step == 0 && l < a {
@@ -654,7 +656,9 @@ fn reader_op(sh: &Shared, rng: &mut Rng, g: &maple::Guard, seq_before: u64) {
             }
             let mut next_seen = prev;
             for step in 0..40 {
-                let Some((f, l, v)) = c.prev() else { break };
+                let Some((f, l, v)) = c.prev().parts() else {
+                    break;
+                };
                 let e = (f, l, *v);
                 let what = || format!("cursor({a}) ... prev #{step}");
                 if let Some(p) = next_seen {
@@ -833,12 +837,12 @@ fn writer(
                 sh.table.push(id, f, l, false);
                 let store = matches!(op, WOp::Store(..));
                 let (got, dead) = if store {
-                    let got = sh.tree.write().store_range(f, l, id);
-                    let dead = oracle.store_range(f, l, id as u32).expect("valid range");
+                    let got = sh.tree.write().store_range(f..=l, id);
+                    let dead = oracle.store_range(f..=l, id as u32).expect("valid range");
                     (got, dead)
                 } else {
-                    let got = sh.tree.write().insert_range(f, l, id);
-                    let want = oracle.insert_range(f, l, id as u32);
+                    let got = sh.tree.write().insert_range(f..=l, id);
+                    let want = oracle.insert_range(f..=l, id as u32);
                     assert_eq!(got, want, "{}: insert_range result", step_ctx());
                     (got, Vec::new())
                 };
@@ -860,9 +864,9 @@ fn writer(
                 }
             }
             WOp::EraseRange(f, l) => {
-                let got = sh.tree.write().erase_range(f, l);
+                let got = sh.tree.write().erase_range(f..=l);
                 assert_eq!(got, Ok(()), "{}: erase_range result", step_ctx());
-                let dead = oracle.erase_range(f, l).unwrap();
+                let dead = oracle.erase_range(f..=l).unwrap();
                 sh.table.retire(&dead);
             }
             WOp::Alloc(min, max, size) => {
@@ -885,12 +889,12 @@ fn writer(
                     *next_id += 1;
                     sh.table.push(id, a, a + size - 1, false);
                     assert_eq!(
-                        sh.tree.write().insert_range(a, a + size - 1, id),
+                        sh.tree.write().insert_range(a..=a + size - 1, id),
                         Ok(()),
                         "{}: insert into the area empty_area found",
                         step_ctx()
                     );
-                    oracle.insert_range(a, a + size - 1, id as u32).unwrap();
+                    oracle.insert_range(a..=a + size - 1, id as u32).unwrap();
                 }
             }
         }
@@ -898,7 +902,11 @@ fn writer(
         {
             let g = maple::pin();
             for p in [f, l, f.wrapping_sub(1), l + 1, base + rng.below(CELL)] {
-                let got = sh.tree.load_entry(p, &g).map(|(a, b, v)| (a, b, *v as u32));
+                let got = sh
+                    .tree
+                    .load_entry(p, &g)
+                    .map(parts)
+                    .map(|(a, b, v)| (a, b, *v as u32));
                 assert_eq!(
                     got,
                     oracle.load_entry(p),
@@ -959,13 +967,13 @@ fn run_stress(seed: u64, churny: bool) {
         next_id += 1;
         table.push(id, e.0, e.1, true);
         e.2 = id;
-        permanent.insert_range(e.0, e.1, id as u32).unwrap();
-        oracle.insert_range(e.0, e.1, id as u32).unwrap();
+        permanent.insert_range(e.0..=e.1, id as u32).unwrap();
+        oracle.insert_range(e.0..=e.1, id as u32).unwrap();
     }
     // Built through the shared writer, like everything after it.
     let tree = MapleTree::new();
     for &(f, l, id) in &perm {
-        tree.write().insert_range(f, l, id).unwrap();
+        tree.write().insert_range(f..=l, id).unwrap();
     }
     tree.validate()
         .expect("validate after building the permanent content");
@@ -974,8 +982,10 @@ fn run_stress(seed: u64, churny: bool) {
     let mut blocked = permanent.clone();
     for c in 0..CELLS {
         let b = cell_base(c);
-        writable.insert_range(b, b + WRITABLE - 1, 0).unwrap();
-        blocked.insert_range(b, b + WRITABLE - 1, u32::MAX).unwrap();
+        writable.insert_range(b..=b + WRITABLE - 1, 0).unwrap();
+        blocked
+            .insert_range(b..=b + WRITABLE - 1, u32::MAX)
+            .unwrap();
     }
     let sh = Arc::new(Shared {
         tree,
@@ -1060,6 +1070,7 @@ fn run_stress(seed: u64, churny: bool) {
     let got: Vec<(u64, u64, u32)> = sh
         .tree
         .iter(&g)
+        .map(parts)
         .map(|(f, l, v)| (f, l, *v as u32))
         .collect();
     let want = oracle.entries();
@@ -1081,6 +1092,7 @@ fn run_stress(seed: u64, churny: bool) {
         .tree
         .iter(&g)
         .rev()
+        .map(parts)
         .map(|(f, l, v)| (f, l, *v as u32))
         .collect();
     assert!(

@@ -136,7 +136,7 @@ mod shuttle_model {
         let rw = VmFlags::READ | VmFlags::WRITE;
         // The tree as the address space keeps it: the VMA's own Arc in the slot.
         let tree = Arc::new(MapleTree::with_ownership(Direct));
-        tree.write().store_range(START, END - 1, vma(rw)).unwrap();
+        tree.write().store_range(START..=END - 1, vma(rw)).unwrap();
         let published = Arc::new(AtomicBool::new(false));
         let done = Arc::new(AtomicBool::new(false));
 
@@ -149,7 +149,7 @@ mod shuttle_model {
                 old.lock().write_lock();
                 published.store(true, Ordering::SeqCst);
                 tree.write()
-                    .store_range(START, END - 1, vma(VmFlags::READ))
+                    .store_range(START..=END - 1, vma(VmFlags::READ))
                     .unwrap();
                 done.store(true, Ordering::SeqCst);
             })

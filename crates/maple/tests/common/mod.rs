@@ -7,11 +7,11 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::ops::Bound;
+use std::ops::{Bound, RangeInclusive};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use maple::Error;
+use maple::{Entry, Error};
 
 pub const MAX: u64 = u64::MAX;
 
@@ -127,7 +127,8 @@ impl Oracle {
     }
 
     /// `store_range` semantics. Ok(dead value ids).
-    pub fn store_range(&mut self, first: u64, last: u64, v: u32) -> Result<Vec<u32>, Error> {
+    pub fn store_range(&mut self, r: RangeInclusive<u64>, v: u32) -> Result<Vec<u32>, Error> {
+        let (first, last) = (*r.start(), *r.end());
         if first > last {
             return Err(Error::InvalidRange { first, last });
         }
@@ -137,7 +138,8 @@ impl Oracle {
     }
 
     /// `insert_range` semantics.
-    pub fn insert_range(&mut self, first: u64, last: u64, v: u32) -> Result<(), Error> {
+    pub fn insert_range(&mut self, r: RangeInclusive<u64>, v: u32) -> Result<(), Error> {
+        let (first, last) = (*r.start(), *r.end());
         if first > last {
             return Err(Error::InvalidRange { first, last });
         }
@@ -149,18 +151,19 @@ impl Oracle {
     }
 
     /// `erase` semantics: (range erased, dead value id).
-    pub fn erase(&mut self, index: u64) -> (Option<(u64, u64)>, Option<u32>) {
+    pub fn erase(&mut self, index: u64) -> (Option<RangeInclusive<u64>>, Option<u32>) {
         match self.load_entry(index) {
             None => (None, None),
             Some((f, l, _)) => {
                 let (_, _, dead) = self.remove_piece(f);
-                (Some((f, l)), dead)
+                (Some(f..=l), dead)
             }
         }
     }
 
     /// `erase_range` semantics. Ok(dead value ids).
-    pub fn erase_range(&mut self, first: u64, last: u64) -> Result<Vec<u32>, Error> {
+    pub fn erase_range(&mut self, r: RangeInclusive<u64>) -> Result<Vec<u32>, Error> {
+        let (first, last) = (*r.start(), *r.end());
         if first > last {
             return Err(Error::InvalidRange { first, last });
         }
@@ -417,5 +420,21 @@ impl Drop for Tracked {
 impl std::fmt::Debug for Tracked {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Tracked({})", self.id)
+    }
+}
+
+/// An entry read from a tree as the oracle's `(first, last, value)`.
+pub fn parts<R>(e: Entry<R>) -> (u64, u64, R) {
+    (e.first(), e.last(), e.value())
+}
+
+/// What the tests compare a read's result as: `Option<(first, last, value)>`.
+pub trait Parts<R> {
+    fn parts(self) -> Option<(u64, u64, R)>;
+}
+
+impl<R> Parts<R> for Option<Entry<R>> {
+    fn parts(self) -> Option<(u64, u64, R)> {
+        self.map(parts)
     }
 }

@@ -70,14 +70,14 @@ impl VmaIndex for MapleIndex {
         let guard = self.guard();
         self.tree
             .find(addr, u64::MAX, guard.get())
-            .map(|(_, _, v)| v.to_arc())
+            .map(|e| e.value().to_arc())
     }
 
     fn find_prev(&self, addr: u64) -> Option<Arc<Vma>> {
         let guard = self.guard();
         self.tree
             .find_rev(addr.checked_sub(1)?, 0, guard.get())
-            .map(|(_, _, v)| v.to_arc())
+            .map(|e| e.value().to_arc())
     }
 
     fn overlapping(&self, start: u64, end: u64, out: &mut Vec<Arc<Vma>>) {
@@ -89,9 +89,9 @@ impl VmaIndex for MapleIndex {
         // up two).
         let guard = self.guard();
         let mut from = start;
-        while let Some((_, last, v)) = self.tree.find(from, end - 1, guard.get()) {
-            out.push(v.to_arc());
-            match last.checked_add(1) {
+        while let Some(e) = self.tree.find(from, end - 1, guard.get()) {
+            out.push(e.value().to_arc());
+            match e.last().checked_add(1) {
                 Some(next) if next < end => from = next,
                 _ => break,
             }
@@ -104,7 +104,7 @@ impl VmaIndex for MapleIndex {
             // the tree in one pass, as the kernel duplicates a whole tree
             // at fork, when nothing else holds it yet.
             if let Some(tree) = Arc::get_mut(&mut self.tree) {
-                let entries = new.iter().map(|v| (v.start(), v.end() - 1, Arc::clone(v)));
+                let entries = new.iter().map(|v| (v.start()..=v.end() - 1, Arc::clone(v)));
                 *tree = MapleTree::from_sorted_with(Direct, entries)
                     .expect("the caller keeps replace's conditions");
                 return;
@@ -124,7 +124,7 @@ impl VmaIndex for MapleIndex {
             self.tree.write()
         };
         for v in new {
-            w.store_range(v.start(), v.end() - 1, Arc::clone(v))
+            w.store_range(v.start()..=v.end() - 1, Arc::clone(v))
                 .expect("the caller keeps replace's conditions");
         }
         if new.is_empty() && old.len() == self.tree.len() {
@@ -132,13 +132,13 @@ impl VmaIndex for MapleIndex {
             // unlinks every subtree at once, as the kernel destroys the
             // tree at exit instead of erasing entry by entry.
             if let (Some(first), Some(last)) = (old.first(), old.last()) {
-                w.erase_range(first.start(), last.end() - 1)
+                w.erase_range(first.start()..=last.end() - 1)
                     .expect("the caller keeps replace's conditions");
             }
             return;
         }
         for (s, e) in uncovered(old, new) {
-            w.erase_range(s, e - 1)
+            w.erase_range(s..=e - 1)
                 .expect("the caller keeps replace's conditions");
         }
     }
@@ -165,8 +165,8 @@ impl VmaIndex for MapleIndex {
 
     fn for_each(&self, f: &mut dyn FnMut(&Arc<Vma>)) {
         let guard = self.guard();
-        for (_, _, v) in self.tree.iter(guard.get()) {
-            v.with_arc(&mut *f)
+        for e in self.tree.iter(guard.get()) {
+            e.value().with_arc(&mut *f)
         }
     }
 
@@ -180,7 +180,8 @@ impl VmaIndex for MapleIndex {
     fn validate(&self) -> Result<(), String> {
         self.tree.validate().map_err(|e| e.to_string())?;
         let guard = maple::pin();
-        for (first, last, v) in self.tree.iter(&guard) {
+        for e in self.tree.iter(&guard) {
+            let (first, last, v) = (e.first(), e.last(), e.value());
             if first != v.start() || last + 1 != v.end() {
                 return Err(format!(
                     "slot [{first:#x}, {last:#x}] holds VMA [{:#x}, {:#x})",

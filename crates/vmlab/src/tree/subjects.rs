@@ -160,10 +160,10 @@ fn maple_load_pin_sum(tree: &MapleU64, addrs: &[u64]) -> u64 {
 
 fn maple_iter_sum(tree: &MapleU64) -> u64 {
     let guard = maple::pin();
-    tree.iter(&guard).fold(0u64, |sum, (f, l, v)| {
-        sum.wrapping_add(f)
-            .wrapping_add(l)
-            .wrapping_add(black_box(slot_index(v)))
+    tree.iter(&guard).fold(0u64, |sum, e| {
+        sum.wrapping_add(e.first())
+            .wrapping_add(e.last())
+            .wrapping_add(black_box(slot_index(e.value())))
     })
 }
 
@@ -234,11 +234,11 @@ impl Subject for Maple {
     }
     fn insert(&mut self, i: u64) -> bool {
         self.0
-            .insert_range(first(i), last(i), slot_value(i))
+            .insert_range(first(i)..=last(i), slot_value(i))
             .is_ok()
     }
     fn erase(&mut self, i: u64) -> bool {
-        self.0.erase(first(i)) == Some((first(i), last(i)))
+        self.0.erase(first(i)) == Some(first(i)..=last(i))
     }
     maple_reads!();
 }
@@ -251,11 +251,11 @@ impl Subject for MapleShared {
     fn insert(&mut self, i: u64) -> bool {
         self.0
             .write()
-            .insert_range(first(i), last(i), slot_value(i))
+            .insert_range(first(i)..=last(i), slot_value(i))
             .is_ok()
     }
     fn erase(&mut self, i: u64) -> bool {
-        self.0.write().erase(first(i)) == Some((first(i), last(i)))
+        self.0.write().erase(first(i)) == Some(first(i)..=last(i))
     }
     maple_reads!();
 }
@@ -282,11 +282,11 @@ impl SharedSubject for MapleShared {
         tally
     }
     fn churn(&self, i: u64) -> bool {
-        let erased = self.0.write().erase(first(i)) == Some((first(i), last(i)));
+        let erased = self.0.write().erase(first(i)) == Some(first(i)..=last(i));
         let stored = self
             .0
             .write()
-            .store_range(first(i), last(i), slot_value(i))
+            .store_range(first(i)..=last(i), slot_value(i))
             .is_ok();
         erased && stored
     }
