@@ -55,6 +55,7 @@ pub mod lock;
 pub mod lockstat;
 mod mm;
 pub mod procmaps;
+mod rbtree;
 mod sync;
 pub mod topology;
 mod vma;
