@@ -34,7 +34,7 @@ struct Slot {
     /// search touches only the arena, not every `Vma` it passes.
     start: u64,
     /// Copy of `vma.end()`; 0 in a vacant slot, so that one contains no
-    /// address and the sentinel reads as a predecessor ending at 0.
+    /// address.
     end: u64,
     /// List predecessor (`vm_prev`), or `NIL`.
     prev: u32,
@@ -44,8 +44,7 @@ struct Slot {
     vma: Option<Arc<Vma>>,
 }
 
-/// Invariant 3. The sentinel's vacant slot ends at 0, so the first VMA's
-/// predecessor needs no branch.
+/// Invariant 3.
 impl Augment for Slot {
     type Value = u64;
     const NONE: u64 = 0;
@@ -64,10 +63,15 @@ impl Augment for Slot {
 }
 
 /// End of the list predecessor of `i` (0 for the first VMA): the bottom
-/// of the free gap below `i`.
+/// of the free gap below `i`. The sentinel's vacant slot ends at 0 too,
+/// but the branch, nearly always taken one way, measured a little faster
+/// than reading it.
 #[inline]
 fn prev_end(tree: &Tree<Slot>, i: u32) -> u64 {
-    tree.node(tree.node(i).item.prev).item.end
+    match tree.node(i).item.prev {
+        NIL => 0,
+        p => tree.node(p).item.end,
+    }
 }
 
 /// The free gap directly below `i` (`vma_compute_gap` without guard).
