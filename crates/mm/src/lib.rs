@@ -68,6 +68,7 @@ pub mod layout;
 mod mm;
 pub mod policy;
 pub mod procmaps;
+mod rbtree;
 mod sync;
 mod vma;
 mod vma_lock;

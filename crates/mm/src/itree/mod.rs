@@ -11,7 +11,9 @@
 //!
 //! - [`ItreeKind::Rb`]: an augmented red-black tree, one node per interval,
 //!   each node holding the largest `last` in its subtree (the kernel's
-//!   choice for i_mmap). Details and invariants in `rb.rs`.
+//!   choice for i_mmap). Details and invariants in `rb.rs`, and in the
+//!   crate's red-black core it builds on (`rbtree.rs`), which the legacy
+//!   VMA index shares.
 //! - [`ItreeKind::BTree`]: an augmented B+ tree with 16-wide nodes, each
 //!   child slot holding its subtree's smallest key and largest `last`, so a
 //!   query reads a few contiguous arrays instead of chasing one pointer per
@@ -433,14 +435,6 @@ impl<V: fmt::Debug> fmt::Debug for Itree<V> {
     }
 }
 
-/// Arena slots are addressed by `u32`; this value means "no node".
+/// The B+ tree's arena slots are addressed by `u32`; this value means "no
+/// node". (The red-black tree uses the core's sentinel index instead.)
 const NIL: u32 = u32::MAX;
-
-/// The index the next arena slot would get, or `ENOMEM` once the `u32`
-/// space (less [`NIL`]) is used up.
-fn next_index(len: usize) -> Result<u32, Errno> {
-    u32::try_from(len)
-        .ok()
-        .filter(|&i| i != NIL)
-        .ok_or(Errno::ENOMEM)
-}

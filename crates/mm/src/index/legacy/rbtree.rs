@@ -1,104 +1,105 @@
 //! The augmented red-black tree and the sorted VMA list, sharing one arena.
 //!
-//! Nodes live in a `Vec` and refer to each other by `u32` index, so the
-//! tree needs no `unsafe` and no per-node allocation; freed slots are
-//! chained on a free list and reused. Index 0 is a sentinel (the classic
-//! CLRS "nil" leaf): black, subtree gap 0, never holding a VMA. Having a
-//! real node there lets the erase fix-up record a parent for an empty
-//! child without special cases.
+//! A user of the crate's red-black core (`crate::rbtree`, whose header
+//! states the node layout, the sentinel, the free slots and the red-black
+//! invariants). Each node's item is a [`Slot`] for one VMA; the list is
+//! threaded through the items, so one arena index names a VMA in both.
 //!
-//! Each node keeps a copy of its VMA's `start` and `end` next to the links
-//! so that a search touches only the arena, not every `Vma` it passes.
+//! ## Invariants (checked by `validate`, with the core's)
 //!
-//! The augmentation is the kernel's `rb_subtree_gap`: for every node, the
-//! largest of the gaps `vma.start - prev.end` (with `prev.end` taken as 0
-//! for the first VMA) over the node's subtree. The gap above the last VMA
-//! is not in any node; the searches handle it from the list's tail, as
-//! Linux did with `highest_vm_end`.
+//! 1. Order: an in-order walk yields VMAs by ascending `start`, non-empty
+//!    and disjoint, each slot's `start` and `end` copying its VMA's.
+//! 2. List: from `head` through `next` runs the in-order sequence, with
+//!    `prev` the way back and `tail` its last node; `head == tail == NIL`
+//!    when empty.
+//! 3. Augmentation: a node's summary (`aug`) is the kernel's
+//!    `rb_subtree_gap`: the largest own gap `start - prev.end` (with
+//!    `prev.end` taken as 0 for the first VMA) over the node's subtree.
+//!    The own gap reads the list predecessor, so linking or unlinking a
+//!    VMA also changes its list successor's gap: `insert` and `remove`
+//!    propagate from there before the core balances. The gap above the
+//!    last VMA is not in any node; the searches handle it from the list's
+//!    tail, as Linux did with `highest_vm_end`.
 
 use std::sync::Arc;
 
+pub(super) use crate::rbtree::NIL;
+use crate::rbtree::{Augment, Tree};
 use crate::vma::Vma;
 
-/// The "no node" index, and the sentinel's slot.
-pub(super) const NIL: u32 = 0;
-
-/// One arena slot: a tree node and a list element for one VMA.
-#[derive(Debug)]
-struct Node {
-    /// Copy of `vma.start()`; the search key. 0 once the slot is freed.
+/// A node's payload: one VMA and its list links.
+#[derive(Debug, Default)]
+struct Slot {
+    /// Copy of `vma.start()`, the search key, next to the links so that a
+    /// search touches only the arena, not every `Vma` it passes.
     start: u64,
-    /// Copy of `vma.end()`. 0 once the slot is freed, so a freed slot
-    /// contains no address.
+    /// Copy of `vma.end()`; 0 in a vacant slot, so that one contains no
+    /// address.
     end: u64,
-    /// Largest `start - prev_end` over this subtree (`rb_subtree_gap`).
-    gap: u64,
-    left: u32,
-    right: u32,
-    parent: u32,
-    /// List predecessor (`vm_prev`).
+    /// List predecessor (`vm_prev`), or `NIL`.
     prev: u32,
-    /// List successor (`vm_next`); in a freed slot, the next free slot.
+    /// List successor (`vm_next`), or `NIL`.
     next: u32,
-    red: bool,
-    /// `None` exactly for the sentinel and for free slots.
+    /// `None` exactly in the sentinel and free slots.
     vma: Option<Arc<Vma>>,
 }
 
-impl Node {
-    const fn empty() -> Node {
-        Node {
-            start: 0,
-            end: 0,
-            gap: 0,
-            left: NIL,
-            right: NIL,
-            parent: NIL,
-            prev: NIL,
-            next: NIL,
-            red: false,
-            vma: None,
-        }
+/// Invariant 3.
+impl Augment for Slot {
+    type Value = u64;
+    const NONE: u64 = 0;
+
+    #[inline]
+    fn compute(tree: &Tree<Self>, i: u32) -> u64 {
+        let n = tree.node(i);
+        own_gap(tree, i)
+            .max(tree.node(n.left()).aug)
+            .max(tree.node(n.right()).aug)
     }
+
+    fn is_vacant(&self) -> bool {
+        self.vma.is_none() && self.end == 0
+    }
+}
+
+/// End of the list predecessor of `i` (0 for the first VMA): the bottom
+/// of the free gap below `i`. The sentinel's vacant slot ends at 0 too,
+/// but the branch, nearly always taken one way, measured a little faster
+/// than reading it.
+#[inline]
+fn prev_end(tree: &Tree<Slot>, i: u32) -> u64 {
+    match tree.node(i).item.prev {
+        NIL => 0,
+        p => tree.node(p).item.end,
+    }
+}
+
+/// The free gap directly below `i` (`vma_compute_gap` without guard).
+#[inline]
+fn own_gap(tree: &Tree<Slot>, i: u32) -> u64 {
+    tree.node(i).item.start - prev_end(tree, i)
 }
 
 /// VMAs in an augmented red-black tree keyed by address, threaded on a
 /// sorted doubly linked list.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(super) struct VmaTree {
-    nodes: Vec<Node>,
-    /// Head of the free-slot chain (through `next`), or `NIL`.
-    free: u32,
-    root: u32,
+    tree: Tree<Slot>,
     /// Lowest VMA (`mm->mmap`).
     head: u32,
     /// Highest VMA; its end is the kernel's `highest_vm_end`.
     tail: u32,
-    len: usize,
-}
-
-impl Default for VmaTree {
-    fn default() -> Self {
-        VmaTree::new()
-    }
 }
 
 impl VmaTree {
-    /// An empty tree: just the sentinel.
+    /// An empty tree.
     pub(super) fn new() -> VmaTree {
-        VmaTree {
-            nodes: vec![Node::empty()],
-            free: NIL,
-            root: NIL,
-            head: NIL,
-            tail: NIL,
-            len: 0,
-        }
+        VmaTree::default()
     }
 
     /// Number of VMAs.
     pub(super) fn len(&self) -> usize {
-        self.len
+        self.tree.len()
     }
 
     /// The lowest VMA's node, or `NIL`.
@@ -108,7 +109,7 @@ impl VmaTree {
 
     /// The list successor of `i`, or `NIL`.
     pub(super) fn next(&self, i: u32) -> u32 {
-        self.n(i).next
+        self.s(i).next
     }
 
     /// The list predecessor of `i`; the last VMA for `NIL`, so that "the
@@ -118,87 +119,70 @@ impl VmaTree {
         if i == NIL {
             self.tail
         } else {
-            self.n(i).prev
+            self.s(i).prev
         }
     }
 
     /// The VMA stored at live node `i`.
     pub(super) fn vma(&self, i: u32) -> &Arc<Vma> {
-        self.n(i).vma.as_ref().expect("a live node holds a VMA")
+        self.s(i).vma.as_ref().expect("a live node holds a VMA")
     }
 
     /// First address of live node `i`'s VMA.
     pub(super) fn start(&self, i: u32) -> u64 {
-        self.n(i).start
+        self.s(i).start
     }
 
     /// Whether slot `i` exists and holds a VMA containing `addr`. Total
     /// (false for the sentinel, free slots and out-of-range indices), so
     /// a cache entry can be checked with it even if it were stale.
     pub(super) fn contains(&self, i: u32, addr: u64) -> bool {
-        self.nodes
-            .get(i as usize)
-            .is_some_and(|n| n.start <= addr && addr < n.end)
+        self.tree
+            .get(i)
+            .is_some_and(|n| n.item.start <= addr && addr < n.item.end)
     }
 
     /// Whether slot `i` holds a VMA (is neither the sentinel nor free).
     pub(super) fn is_live(&self, i: u32) -> bool {
-        self.nodes.get(i as usize).is_some_and(|n| n.vma.is_some())
+        self.tree.get(i).is_some_and(|n| n.item.vma.is_some())
     }
 
     #[inline]
-    fn n(&self, i: u32) -> &Node {
-        &self.nodes[i as usize]
+    fn s(&self, i: u32) -> &Slot {
+        &self.tree.node(i).item
     }
 
-    #[inline]
-    fn nm(&mut self, i: u32) -> &mut Node {
-        &mut self.nodes[i as usize]
-    }
-
-    /// End of the list predecessor of `i` (0 for the first VMA): the
-    /// bottom of the free gap below `i`.
-    #[inline]
-    fn prev_end(&self, i: u32) -> u64 {
-        let p = self.n(i).prev;
-        if p == NIL {
-            0
-        } else {
-            self.n(p).end
-        }
-    }
-
-    /// The free gap directly below `i` (`vma_compute_gap` without guard).
     #[inline]
     fn own_gap(&self, i: u32) -> u64 {
-        self.n(i).start - self.prev_end(i)
+        own_gap(&self.tree, i)
+    }
+
+    #[inline]
+    fn prev_end(&self, i: u32) -> u64 {
+        prev_end(&self.tree, i)
     }
 
     /// End of the highest VMA, 0 if none: the bottom of the top gap.
     fn highest_end(&self) -> u64 {
-        if self.tail == NIL {
-            0
-        } else {
-            self.n(self.tail).end
-        }
+        self.s(self.tail).end
     }
 
     // ---- lookups --------------------------------------------------------
 
     /// The first node whose VMA ends above `addr` (`find_vma`), or `NIL`.
     pub(super) fn find_next(&self, addr: u64) -> u32 {
-        let mut i = self.root;
+        let mut i = self.tree.root();
         let mut best = NIL;
         while i != NIL {
-            let n = self.n(i);
-            if n.end > addr {
+            let n = self.tree.node(i);
+            if n.item.end > addr {
                 best = i;
-                if n.start <= addr {
+                if n.item.start <= addr {
                     break;
                 }
-                i = n.left;
+                i = n.left();
             } else {
-                i = n.right;
+                i = n.right();
             }
         }
         best
@@ -206,116 +190,19 @@ impl VmaTree {
 
     /// The node whose VMA starts exactly at `start`, or `NIL`.
     pub(super) fn lookup_start(&self, start: u64) -> u32 {
-        let mut i = self.root;
+        let mut i = self.tree.root();
         while i != NIL {
-            let n = self.n(i);
-            i = match start.cmp(&n.start) {
-                std::cmp::Ordering::Less => n.left,
-                std::cmp::Ordering::Greater => n.right,
+            let n = self.tree.node(i);
+            i = match start.cmp(&n.item.start) {
+                std::cmp::Ordering::Less => n.left(),
+                std::cmp::Ordering::Greater => n.right(),
                 std::cmp::Ordering::Equal => return i,
             };
         }
         NIL
     }
 
-    // ---- augmentation ---------------------------------------------------
-
-    /// Recompute `i`'s subtree gap from its own gap and its children's
-    /// records; returns whether the record changed.
-    #[inline]
-    fn recompute(&mut self, i: u32) -> bool {
-        let n = self.n(i);
-        let g = self
-            .own_gap(i)
-            .max(self.n(n.left).gap)
-            .max(self.n(n.right).gap);
-        let old = std::mem::replace(&mut self.nm(i).gap, g);
-        old != g
-    }
-
-    /// Recompute from `i` up to the root. With `early`, stop at the first
-    /// node whose record does not change: valid only when nothing but
-    /// `i`'s own inputs changed, since then an unchanged node leaves
-    /// every ancestor's inputs as they were.
-    fn propagate(&mut self, mut i: u32, early: bool) {
-        while i != NIL {
-            if !self.recompute(i) && early {
-                return;
-            }
-            i = self.n(i).parent;
-        }
-    }
-
-    // ---- structure ------------------------------------------------------
-
-    /// Put `new` where `old` hangs below `parent` (or at the root).
-    fn relink(&mut self, parent: u32, old: u32, new: u32) {
-        if parent == NIL {
-            self.root = new;
-        } else if self.n(parent).left == old {
-            self.nm(parent).left = new;
-        } else {
-            self.nm(parent).right = new;
-        }
-    }
-
-    /// Rotate `x` down to the left; its right child takes its place.
-    /// The risen node covers the same VMAs `x` did, so it inherits `x`'s
-    /// (correct) gap record; only `x` needs recomputing. This is why every
-    /// gap must be exact before a rebalance starts.
-    fn rotate_left(&mut self, x: u32) {
-        let y = self.n(x).right;
-        let yl = self.n(y).left;
-        self.nm(x).right = yl;
-        if yl != NIL {
-            self.nm(yl).parent = x;
-        }
-        let xp = self.n(x).parent;
-        self.nm(y).parent = xp;
-        self.relink(xp, x, y);
-        self.nm(y).left = x;
-        self.nm(x).parent = y;
-        self.nm(y).gap = self.n(x).gap;
-        self.recompute(x);
-    }
-
-    /// Mirror image of [`rotate_left`](Self::rotate_left).
-    fn rotate_right(&mut self, x: u32) {
-        let y = self.n(x).left;
-        let yr = self.n(y).right;
-        self.nm(x).left = yr;
-        if yr != NIL {
-            self.nm(yr).parent = x;
-        }
-        let xp = self.n(x).parent;
-        self.nm(y).parent = xp;
-        self.relink(xp, x, y);
-        self.nm(y).right = x;
-        self.nm(x).parent = y;
-        self.nm(y).gap = self.n(x).gap;
-        self.recompute(x);
-    }
-
-    fn alloc(&mut self, vma: Arc<Vma>) -> u32 {
-        let node = Node {
-            start: vma.start(),
-            end: vma.end(),
-            red: true,
-            vma: Some(vma),
-            ..Node::empty()
-        };
-        if self.free != NIL {
-            let i = self.free;
-            self.free = self.n(i).next;
-            *self.nm(i) = node;
-            i
-        } else {
-            let i = u32::try_from(self.nodes.len()).expect("more than 2^32 VMAs");
-            assert_ne!(i, u32::MAX, "more than 2^32 VMAs");
-            self.nodes.push(node);
-            i
-        }
-    }
+    // ---- changes --------------------------------------------------------
 
     /// Insert `vma`, which must overlap no VMA in the tree; returns its
     /// node.
@@ -324,253 +211,68 @@ impl VmaTree {
         assert!(start < end, "empty VMA [{start:#x}, {end:#x})");
         // Descend to the leaf position; the last node we went right at is
         // the list predecessor, the last we went left at the successor.
-        let (mut parent, mut prev, mut next) = (NIL, NIL, NIL);
-        let mut i = self.root;
+        let (mut parent, mut right, mut prev, mut next) = (NIL, false, NIL, NIL);
+        let mut i = self.tree.root();
         while i != NIL {
+            let n = self.tree.node(i);
             parent = i;
-            if start < self.n(i).start {
-                next = i;
-                i = self.n(i).left;
-            } else {
+            right = start >= n.item.start;
+            if right {
                 prev = i;
-                i = self.n(i).right;
+                i = n.right();
+            } else {
+                next = i;
+                i = n.left();
             }
         }
         assert!(
-            (prev == NIL || self.n(prev).end <= start)
-                && (next == NIL || end <= self.n(next).start),
+            self.s(prev).end <= start && (next == NIL || end <= self.s(next).start),
             "VMA [{start:#x}, {end:#x}) overlaps one in the index"
         );
-        let z = self.alloc(vma);
-        {
-            let n = self.nm(z);
-            n.parent = parent;
-            n.prev = prev;
-            n.next = next;
-        }
-        if parent == NIL {
-            self.root = z;
-        } else if start < self.n(parent).start {
-            self.nm(parent).left = z;
-        } else {
-            self.nm(parent).right = z;
-        }
-        if prev == NIL {
-            self.head = z;
-        } else {
-            self.nm(prev).next = z;
-        }
-        if next == NIL {
-            self.tail = z;
-        } else {
-            self.nm(next).prev = z;
-        }
-        self.len += 1;
-        // Gaps first, so the rotations below start from exact records:
-        // the new leaf's own gap, then its successor's, which shrank.
-        self.nm(z).gap = self.own_gap(z);
-        self.propagate(parent, true);
-        if next != NIL {
-            self.propagate(next, true);
-        }
-        self.insert_fixup(z);
+        let slot = Slot {
+            start,
+            end,
+            prev,
+            next,
+            vma: Some(vma),
+        };
+        let z = self
+            .tree
+            .link(parent, right, slot)
+            .expect("more than 2^32 VMAs");
+        self.join(prev, z);
+        self.join(z, next);
+        // Invariant 3 before balancing: the parent gained a child, and the
+        // successor's own gap shrank to start at the new VMA's end.
+        self.tree.propagate(parent);
+        self.tree.propagate(next);
+        self.tree.rebalance_insert(z);
         z
     }
 
-    fn insert_fixup(&mut self, mut z: u32) {
-        while self.n(self.n(z).parent).red {
-            let p = self.n(z).parent;
-            let g = self.n(p).parent;
-            if p == self.n(g).left {
-                let u = self.n(g).right;
-                if self.n(u).red {
-                    self.nm(p).red = false;
-                    self.nm(u).red = false;
-                    self.nm(g).red = true;
-                    z = g;
-                } else {
-                    if z == self.n(p).right {
-                        z = p;
-                        self.rotate_left(z);
-                    }
-                    let p = self.n(z).parent;
-                    let g = self.n(p).parent;
-                    self.nm(p).red = false;
-                    self.nm(g).red = true;
-                    self.rotate_right(g);
-                }
-            } else {
-                let u = self.n(g).left;
-                if self.n(u).red {
-                    self.nm(p).red = false;
-                    self.nm(u).red = false;
-                    self.nm(g).red = true;
-                    z = g;
-                } else {
-                    if z == self.n(p).left {
-                        z = p;
-                        self.rotate_right(z);
-                    }
-                    let p = self.n(z).parent;
-                    let g = self.n(p).parent;
-                    self.nm(p).red = false;
-                    self.nm(g).red = true;
-                    self.rotate_left(g);
-                }
-            }
+    /// Links `b` after `a` in the list; `NIL` for `a` makes `b` the head,
+    /// for `b` makes `a` the tail.
+    fn join(&mut self, a: u32, b: u32) {
+        match a {
+            NIL => self.head = b,
+            a => self.tree.item_mut(a).next = b,
         }
-        let r = self.root;
-        self.nm(r).red = false;
-    }
-
-    /// Replace the subtree at `u` by the one at `v` (`v` may be `NIL`,
-    /// whose parent field then records where the hole is).
-    fn transplant(&mut self, u: u32, v: u32) {
-        let up = self.n(u).parent;
-        self.relink(up, u, v);
-        self.nm(v).parent = up;
+        match b {
+            NIL => self.tail = a,
+            b => self.tree.item_mut(b).prev = a,
+        }
     }
 
     /// Remove live node `z` and return its VMA.
     pub(super) fn remove(&mut self, z: u32) -> Arc<Vma> {
-        // Unlink from the list first: the successor's own gap now reaches
-        // down to the predecessor.
-        let (prev, next) = (self.n(z).prev, self.n(z).next);
-        if prev == NIL {
-            self.head = next;
-        } else {
-            self.nm(prev).next = next;
-        }
-        if next == NIL {
-            self.tail = prev;
-        } else {
-            self.nm(next).prev = prev;
-        }
-
-        let (zl, zr) = (self.n(z).left, self.n(z).right);
-        let removed_red;
-        let x;
-        // The lowest node whose set of descendants changed.
-        let fix_from;
-        if zl == NIL {
-            removed_red = self.n(z).red;
-            x = zr;
-            fix_from = self.n(z).parent;
-            self.transplant(z, zr);
-        } else if zr == NIL {
-            removed_red = self.n(z).red;
-            x = zl;
-            fix_from = self.n(z).parent;
-            self.transplant(z, zl);
-        } else {
-            // Two children: the in-order successor, which is the list
-            // successor, moves into z's place.
-            let y = next;
-            removed_red = self.n(y).red;
-            x = self.n(y).right;
-            if self.n(y).parent == z {
-                self.nm(x).parent = y;
-                fix_from = y;
-            } else {
-                fix_from = self.n(y).parent;
-                self.transplant(y, x);
-                self.nm(y).right = zr;
-                self.nm(zr).parent = y;
-            }
-            self.transplant(z, y);
-            self.nm(y).left = zl;
-            self.nm(zl).parent = y;
-            let zred = self.n(z).red;
-            self.nm(y).red = zred;
-        }
-        self.len -= 1;
-        // Every node whose subtree changed is on the path from `fix_from`
-        // up, so recompute all of it; then the successor's own gap, which
-        // is a plain value change and may stop early.
-        self.propagate(fix_from, false);
-        if next != NIL {
-            self.propagate(next, true);
-        }
-        if !removed_red {
-            self.erase_fixup(x);
-        }
-        // Restore the sentinel (the fix-up may have given it a parent).
-        self.nodes[NIL as usize].parent = NIL;
-        self.free_slot(z)
-    }
-
-    fn free_slot(&mut self, z: u32) -> Arc<Vma> {
-        let free = self.free;
-        let n = self.nm(z);
-        let vma = n.vma.take().expect("removing a live node");
-        *n = Node {
-            next: free,
-            ..Node::empty()
-        };
-        self.free = z;
-        vma
-    }
-
-    fn erase_fixup(&mut self, mut x: u32) {
-        while x != self.root && !self.n(x).red {
-            let p = self.n(x).parent;
-            if x == self.n(p).left {
-                let mut w = self.n(p).right;
-                if self.n(w).red {
-                    self.nm(w).red = false;
-                    self.nm(p).red = true;
-                    self.rotate_left(p);
-                    w = self.n(p).right;
-                }
-                if !self.n(self.n(w).left).red && !self.n(self.n(w).right).red {
-                    self.nm(w).red = true;
-                    x = p;
-                } else {
-                    if !self.n(self.n(w).right).red {
-                        let wl = self.n(w).left;
-                        self.nm(wl).red = false;
-                        self.nm(w).red = true;
-                        self.rotate_right(w);
-                        w = self.n(p).right;
-                    }
-                    let pred = self.n(p).red;
-                    self.nm(w).red = pred;
-                    self.nm(p).red = false;
-                    let wr = self.n(w).right;
-                    self.nm(wr).red = false;
-                    self.rotate_left(p);
-                    x = self.root;
-                }
-            } else {
-                let mut w = self.n(p).left;
-                if self.n(w).red {
-                    self.nm(w).red = false;
-                    self.nm(p).red = true;
-                    self.rotate_right(p);
-                    w = self.n(p).left;
-                }
-                if !self.n(self.n(w).left).red && !self.n(self.n(w).right).red {
-                    self.nm(w).red = true;
-                    x = p;
-                } else {
-                    if !self.n(self.n(w).left).red {
-                        let wr = self.n(w).right;
-                        self.nm(wr).red = false;
-                        self.nm(w).red = true;
-                        self.rotate_left(w);
-                        w = self.n(p).left;
-                    }
-                    let pred = self.n(p).red;
-                    self.nm(w).red = pred;
-                    self.nm(p).red = false;
-                    let wl = self.n(w).left;
-                    self.nm(wl).red = false;
-                    self.rotate_right(p);
-                    x = self.root;
-                }
-            }
-        }
-        self.nm(x).red = false;
+        let (prev, next) = (self.s(z).prev, self.s(z).next);
+        self.join(prev, next);
+        let (slot, unlinked) = self.tree.unlink(z);
+        // Invariant 3 before balancing: the successor's own gap now
+        // reaches down to the predecessor's end.
+        self.tree.propagate(next);
+        self.tree.rebalance_erase(unlinked);
+        slot.vma.expect("removing a live node")
     }
 
     // ---- gap searches ---------------------------------------------------
@@ -584,12 +286,12 @@ impl VmaTree {
     /// a wholly-inside subtree is either rejected by its gap record at
     /// once or holds a fit that the descent reaches without backtracking.
     fn first_fit(&self, i: u32, len: u64, min_end: u64) -> u32 {
-        if i == NIL || self.n(i).gap < len {
+        let n = self.tree.node(i);
+        if i == NIL || n.aug < len {
             return NIL;
         }
-        let n = self.n(i);
-        if n.start >= min_end {
-            let found = self.first_fit(n.left, len, min_end);
+        if n.item.start >= min_end {
+            let found = self.first_fit(n.left(), len, min_end);
             if found != NIL {
                 return found;
             }
@@ -598,7 +300,7 @@ impl VmaTree {
             }
         }
         // Below min_end the left subtree and i itself are out of range.
-        self.first_fit(n.right, len, min_end)
+        self.first_fit(n.right(), len, min_end)
     }
 
     /// The highest node in `i`'s subtree whose own gap is at least `len`
@@ -607,12 +309,12 @@ impl VmaTree {
     /// gap start instead of gap end: a right descendant's gap starts at or
     /// above `i`'s end, a left descendant's at or below `i`'s gap start.
     fn last_fit(&self, i: u32, len: u64, max_start: u64) -> u32 {
-        if i == NIL || self.n(i).gap < len {
+        let n = self.tree.node(i);
+        if i == NIL || n.aug < len {
             return NIL;
         }
-        let n = self.n(i);
-        if n.end <= max_start {
-            let found = self.last_fit(n.right, len, max_start);
+        if n.item.end <= max_start {
+            let found = self.last_fit(n.right(), len, max_start);
             if found != NIL {
                 return found;
             }
@@ -623,7 +325,7 @@ impl VmaTree {
             // The right subtree's gaps all start above max_start.
             return i;
         }
-        self.last_fit(n.left, len, max_start)
+        self.last_fit(n.left(), len, max_start)
     }
 
     /// See [`VmaIndex::gap_lowest`](crate::index::VmaIndex::gap_lowest).
@@ -637,7 +339,7 @@ impl VmaTree {
             return None;
         }
         let min_end = low.checked_add(len).filter(|&e| e <= high)?;
-        let i = self.first_fit(self.root, len, min_end);
+        let i = self.first_fit(self.tree.root(), len, min_end);
         let gap_start = if i != NIL {
             self.prev_end(i)
         } else {
@@ -668,11 +370,11 @@ impl VmaTree {
         if self.highest_end() <= max_start {
             return Some(high);
         }
-        let i = self.last_fit(self.root, len, max_start);
+        let i = self.last_fit(self.tree.root(), len, max_start);
         if i == NIL {
             return None;
         }
-        let e = self.n(i).start.min(high);
+        let e = self.start(i).min(high);
         (e - len >= low).then_some(e)
     }
 
@@ -681,160 +383,50 @@ impl VmaTree {
     /// Check every invariant of the tree and the list; see
     /// [`LegacyIndex::validate`](super::LegacyIndex).
     pub(super) fn validate(&self) -> Result<(), String> {
-        let sentinel = self.n(NIL);
-        if sentinel.red || sentinel.gap != 0 || sentinel.vma.is_some() {
-            return Err("sentinel is red, has a gap or holds a VMA".into());
-        }
-        if sentinel.left != NIL || sentinel.right != NIL || sentinel.parent != NIL {
-            return Err("sentinel has links".into());
-        }
-        if self.root != NIL {
-            if self.n(self.root).parent != NIL {
-                return Err("root has a parent".into());
-            }
-            if self.n(self.root).red {
-                return Err("root is red".into());
-            }
-        }
-
-        // In-order walk with an explicit stack; bounded so that a cycle
-        // is reported, not looped on.
-        let limit = self.nodes.len();
-        let mut order = Vec::with_capacity(self.len);
-        let mut stack = Vec::new();
-        let mut i = self.root;
-        while i != NIL || !stack.is_empty() {
-            while i != NIL {
-                if stack.len() > limit {
-                    return Err("tree links form a cycle".into());
-                }
-                stack.push(i);
-                i = self.n(i).left;
-            }
-            let top = stack.pop().expect("stack is non-empty");
-            order.push(top);
-            if order.len() > limit {
-                return Err("tree links form a cycle".into());
-            }
-            i = self.n(top).right;
-        }
-        if order.len() != self.len {
-            return Err(format!(
-                "tree holds {} nodes, len says {}",
-                order.len(),
-                self.len
-            ));
-        }
-
-        let mut prev_end = 0u64;
-        for (k, &i) in order.iter().enumerate() {
-            let n = self.n(i);
-            let Some(vma) = &n.vma else {
+        // `back` is the in-order predecessor, which the list must agree
+        // with; `prev_end` its end.
+        let (mut back, mut prev_end) = (NIL, 0u64);
+        self.tree.validate(|i, s| {
+            let Some(vma) = &s.vma else {
                 return Err(format!("node {i} in the tree holds no VMA"));
             };
-            if (n.start, n.end) != (vma.start(), vma.end()) {
+            if (s.start, s.end) != (vma.start(), vma.end()) {
                 return Err(format!(
                     "node {i} keyed [{:#x}, {:#x}) holds VMA [{:#x}, {:#x})",
-                    n.start,
-                    n.end,
+                    s.start,
+                    s.end,
                     vma.start(),
                     vma.end()
                 ));
             }
-            if n.start >= n.end {
-                return Err(format!("node {i} holds an empty range at {:#x}", n.start));
+            if s.start >= s.end {
+                return Err(format!("node {i} holds an empty range at {:#x}", s.start));
             }
-            if k > 0 && n.start < prev_end {
+            if back != NIL && s.start < prev_end {
                 return Err(format!(
                     "VMA [{:#x}, {:#x}) overlaps or precedes its in-order predecessor ending {prev_end:#x}",
-                    n.start, n.end
+                    s.start, s.end
                 ));
             }
-            // Parent links.
-            for c in [n.left, n.right] {
-                if c != NIL && self.n(c).parent != i {
-                    return Err(format!("node {c}'s parent is not {i}"));
-                }
-            }
-            // Red nodes have black children.
-            if n.red && (self.n(n.left).red || self.n(n.right).red) {
-                return Err(format!("red node {i} has a red child"));
-            }
-            // Gap record, with the own gap taken from the in-order
-            // predecessor rather than the list, so the list is not trusted.
-            let own = n.start - if k == 0 { 0 } else { prev_end };
-            let want = own.max(self.n(n.left).gap).max(self.n(n.right).gap);
-            if n.gap != want {
+            let linked = if back == NIL { self.head } else { self.s(back).next };
+            if linked != i || s.prev != back {
                 return Err(format!(
-                    "node {i} [{:#x}, {:#x}) records subtree gap {:#x}, actual {want:#x}",
-                    n.start, n.end, n.gap
+                    "list: node {back} is followed by {linked} and node {i} preceded by {}, in-order says {back} then {i}",
+                    s.prev
                 ));
             }
-            prev_end = n.end;
-        }
-        // Black height: every path from the root to a leaf passes the same
-        // number of black nodes.
-        self.black_height(self.root)?;
-
-        // The list is the in-order sequence, with consistent back links.
-        let mut j = self.head;
-        let mut back = NIL;
-        for (k, &i) in order.iter().enumerate() {
-            if j != i {
-                return Err(format!("list position {k} is node {j}, in-order says {i}"));
-            }
-            if self.n(j).prev != back {
-                return Err(format!(
-                    "node {j}'s prev is {}, expected {back}",
-                    self.n(j).prev
-                ));
-            }
-            back = j;
-            j = self.n(j).next;
-        }
-        if j != NIL {
-            return Err("list runs past the last tree node".into());
-        }
-        if self.tail != back {
-            return Err(format!("tail is {}, last node is {back}", self.tail));
-        }
-
-        // Every slot is either in the tree or on the free list.
-        let mut free = 0usize;
-        let mut f = self.free;
-        while f != NIL {
-            free += 1;
-            if free > limit {
-                return Err("free list forms a cycle".into());
-            }
-            let n = self.n(f);
-            if n.vma.is_some() || n.end != 0 {
-                return Err(format!("free slot {f} still holds a VMA"));
-            }
-            f = n.next;
-        }
-        if 1 + self.len + free != self.nodes.len() {
+            (back, prev_end) = (i, s.end);
+            Ok(())
+        })?;
+        if self.tail != back
+            || (back != NIL && self.s(back).next != NIL)
+            || (back == NIL && self.head != NIL)
+        {
             return Err(format!(
-                "{} slots: 1 sentinel + {} live + {free} free do not add up",
-                self.nodes.len(),
-                self.len
+                "list: head {}, tail {}, but the in-order sequence ends at {back}",
+                self.head, self.tail
             ));
         }
         Ok(())
-    }
-
-    fn black_height(&self, i: u32) -> Result<usize, String> {
-        if i == NIL {
-            return Ok(1);
-        }
-        let n = self.n(i);
-        let l = self.black_height(n.left)?;
-        let r = self.black_height(n.right)?;
-        if l != r {
-            return Err(format!(
-                "node {i}: black height {l} on the left, {r} on the right"
-            ));
-        }
-        Ok(l + usize::from(!n.red))
     }
 }
