@@ -97,11 +97,11 @@ pub mod topology;
 #[allow(dead_code)]
 mod topology;
 
+pub use call::Call;
 pub use errno::Errno;
 pub use file::{File, FileMode};
 pub use flags::{MapFlags, MremapFlags, Prot, VmFlags, PAGE_SHIFT, PAGE_SIZE, PMD_SIZE};
 pub use layout::Layout;
 pub use mm::{Access, FaultError, FaultPath, Image, Mm, Segment};
-pub use call::Call;
 pub use policy::{IndexKind, Policy};
 pub use vma::Vma;

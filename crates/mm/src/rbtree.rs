@@ -219,6 +219,8 @@ impl<T: Augment> Tree<T> {
         self.nodes.get(i as usize)
     }
 
+    // Only the legacy VMA index changes an item in place.
+    #[cfg_attr(not(feature = "legacy-index"), allow(dead_code))]
     /// The item of live node `i`, for changes that `compute` does not read
     /// (or that the caller follows with [`propagate`](Self::propagate)).
     #[inline]
@@ -241,6 +243,8 @@ impl<T: Augment> Tree<T> {
         std::mem::replace(&mut self.nodes[i as usize].aug, aug) != aug
     }
 
+    // Only the legacy VMA index changes an item in place.
+    #[cfg_attr(not(feature = "legacy-index"), allow(dead_code))]
     /// Recomputes summaries from `i` towards the root, stopping at the
     /// first node whose summary does not change (or at [`NIL`]): from there
     /// up, every node's inputs are what they were. Call it on each node
