@@ -22,7 +22,7 @@
 
 use crate::node::value;
 use crate::path::Path;
-use crate::sync::Guard;
+use crate::sync::{Guard, Pinned};
 use crate::{Boxed, Entry, MapleTree, Ownership};
 use std::ops::{Bound, RangeBounds};
 
@@ -42,7 +42,9 @@ use std::ops::{Bound, RangeBounds};
 /// ```
 pub struct Cursor<'g, T, O: Ownership<T> = Boxed> {
     tree: &'g MapleTree<T, O>,
-    path: Option<Path>,
+    /// The guard the cursor reads under: its path's nodes live for `'g`.
+    pinned: Pinned<'g>,
+    path: Option<Path<'g>>,
     /// Where `next` searches from (`None`: past the end).
     next_from: Option<u64>,
     /// `prev` returns the last entry ending below this index.
@@ -50,9 +52,10 @@ pub struct Cursor<'g, T, O: Ownership<T> = Boxed> {
 }
 
 impl<'g, T, O: Ownership<T>> Cursor<'g, T, O> {
-    pub(crate) fn new(tree: &'g MapleTree<T, O>, index: u64) -> Self {
+    pub(crate) fn new(tree: &'g MapleTree<T, O>, index: u64, pinned: Pinned<'g>) -> Self {
         let mut c = Cursor {
             tree,
+            pinned,
             path: None,
             next_from: None,
             prev_below: 0,
@@ -82,7 +85,9 @@ impl<'g, T, O: Ownership<T>> Cursor<'g, T, O> {
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Option<Entry<O::Ref<'g>>> {
         let from = self.next_from?;
-        let found = self.tree.seek_fwd(&mut self.path, from, u64::MAX);
+        let found = self
+            .tree
+            .seek_fwd(&mut self.path, from, u64::MAX, self.pinned);
         self.land(found)
     }
 
@@ -90,7 +95,7 @@ impl<'g, T, O: Ownership<T>> Cursor<'g, T, O> {
     pub fn prev(&mut self) -> Option<Entry<O::Ref<'g>>> {
         let mut from = self.prev_below.checked_sub(1)?;
         loop {
-            let found = self.tree.seek_rev(&mut self.path, from, 0);
+            let found = self.tree.seek_rev(&mut self.path, from, 0, self.pinned);
             match found {
                 // After a seek into the middle of an entry, that entry is
                 // "current": step over it.
@@ -118,14 +123,20 @@ impl<'g, T, O: Ownership<T>> Cursor<'g, T, O> {
 /// ```
 pub struct Iter<'g, T, O: Ownership<T> = Boxed> {
     tree: &'g MapleTree<T, O>,
-    front: Option<Path>,
-    back: Option<Path>,
+    /// The guard the iterator reads under: its paths' nodes live for `'g`.
+    pinned: Pinned<'g>,
+    front: Option<Path<'g>>,
+    back: Option<Path<'g>>,
     /// Remaining bounds; `None` once exhausted.
     bounds: Option<(u64, u64)>,
 }
 
 impl<'g, T, O: Ownership<T>> Iter<'g, T, O> {
-    pub(crate) fn new<R: RangeBounds<u64>>(tree: &'g MapleTree<T, O>, range: R) -> Self {
+    pub(crate) fn new<R: RangeBounds<u64>>(
+        tree: &'g MapleTree<T, O>,
+        range: R,
+        pinned: Pinned<'g>,
+    ) -> Self {
         let lo = match range.start_bound() {
             Bound::Included(&a) => Some(a),
             Bound::Excluded(&a) => a.checked_add(1),
@@ -142,6 +153,7 @@ impl<'g, T, O: Ownership<T>> Iter<'g, T, O> {
         };
         Iter {
             tree,
+            pinned,
             front: None,
             back: None,
             bounds,
@@ -173,7 +185,7 @@ impl<'g, T, O: Ownership<T>> Iterator for Iter<'g, T, O> {
 
     fn next(&mut self) -> Option<Self::Item> {
         let (lo, hi) = self.bounds?;
-        let found = self.tree.seek_fwd(&mut self.front, lo, hi);
+        let found = self.tree.seek_fwd(&mut self.front, lo, hi, self.pinned);
         self.take(found, true)
     }
 }
@@ -181,7 +193,7 @@ impl<'g, T, O: Ownership<T>> Iterator for Iter<'g, T, O> {
 impl<'g, T, O: Ownership<T>> DoubleEndedIterator for Iter<'g, T, O> {
     fn next_back(&mut self) -> Option<Self::Item> {
         let (lo, hi) = self.bounds?;
-        let found = self.tree.seek_rev(&mut self.back, hi, lo);
+        let found = self.tree.seek_rev(&mut self.back, hi, lo, self.pinned);
         self.take(found, false)
     }
 }
@@ -190,17 +202,17 @@ impl<'g, T, O: Ownership<T>> std::iter::FusedIterator for Iter<'g, T, O> {}
 
 impl<T, O: Ownership<T>> MapleTree<T, O> {
     /// A cursor positioned at `index` (see [`Cursor::seek`]).
-    pub fn cursor<'g>(&'g self, index: u64, _guard: &'g Guard) -> Cursor<'g, T, O> {
-        Cursor::new(self, index)
+    pub fn cursor<'g>(&'g self, index: u64, guard: &'g Guard) -> Cursor<'g, T, O> {
+        Cursor::new(self, index, Pinned::of(guard))
     }
 
     /// Iterates over the entries intersecting `range`.
-    pub fn range<'g, R: RangeBounds<u64>>(&'g self, range: R, _guard: &'g Guard) -> Iter<'g, T, O> {
-        Iter::new(self, range)
+    pub fn range<'g, R: RangeBounds<u64>>(&'g self, range: R, guard: &'g Guard) -> Iter<'g, T, O> {
+        Iter::new(self, range, Pinned::of(guard))
     }
 
     /// Iterates over all entries in ascending order.
-    pub fn iter<'g>(&'g self, _guard: &'g Guard) -> Iter<'g, T, O> {
-        Iter::new(self, ..)
+    pub fn iter<'g>(&'g self, guard: &'g Guard) -> Iter<'g, T, O> {
+        Iter::new(self, .., Pinned::of(guard))
     }
 }

@@ -33,9 +33,9 @@
 //! The sequence count is what lets a shared writer change a leaf in place
 //! (see "In-place writes" in `write.rs`): it is odd while the writer is
 //! changing the leaf, and moves on by two for every change. A reader takes
-//! the whole word as a *stamp* when it enters a leaf ([`NodePtr::stamp`]),
+//! the whole word as a *stamp* when it enters a leaf ([`NodeRef::stamp`]),
 //! reads what it needs, and keeps the result only if the word is unchanged
-//! afterwards ([`NodePtr::still`]); that one comparison covers both an
+//! afterwards ([`NodeRef::still`]); that one comparison covers both an
 //! in-place change and the node's replacement (the dead bit). Internal
 //! nodes are never changed in place (only their child pointers and gaps,
 //! which are single atomic words), so their sequence stays 0.
@@ -46,12 +46,32 @@
 //!
 //! # Safety model
 //!
-//! A [`NodePtr`] is a tagged raw pointer (bit 0 set: leaf). Every method on it
-//! assumes the node is alive: either reachable from a tree that the caller
-//! borrows, or — for a node read under a pinned [`Guard`](crate::Guard) —
-//! retired no earlier than that guard was pinned, since retired nodes are
-//! freed only after a grace period. This is the one invariant the whole crate
-//! keeps, and the reason these accessors can be safe inside the crate.
+//! A node stays allocated while it is reachable from its tree, and after
+//! it is unlinked until a grace period has passed (a shared writer defers
+//! its free) or, for a tree written through `&mut` (or an unshared
+//! guard), until that writer frees it at the end of the write that
+//! unlinked it. A reader that reached a node under a pinned
+//! [`Guard`](crate::Guard) therefore may use it for as long as the guard
+//! lives: the node was not yet retired when the guard was pinned (by
+//! induction down the walk: a child read from a node was reachable
+//! through it, so it was retired no earlier than that node).
+//!
+//! The compiler keeps this rule, not a comment:
+//!
+//! * A [`NodePtr`] is a tagged raw pointer with only raw operations (tag,
+//!   address, allocation, [`free`](NodePtr::free)). It reads no field.
+//! * A [`NodeRef<'g>`](NodeRef) is the same pointer bound to a lifetime
+//!   for which the node is alive, and carries every accessor. Readers get
+//!   the root only as a `NodeRef<'g>` from `&'g self` and `&'g Guard`
+//!   (`MapleTree::root`), and [`NodeRef::child`] hands out children with
+//!   the same `'g`, so nothing a reader reads can outlive its guard.
+//! * The one way from a `NodePtr` to a `NodeRef` is the unsafe
+//!   [`NodePtr::get`], each call with a `// SAFETY:` comment. The tree's
+//!   writer uses it at a few places: its root for the duration of a write
+//!   (`MapleTree::writer_root`), which holds as long as it does not touch
+//!   a node after it frees it at the end of the write; nodes it listed for
+//!   retirement (to mark them dead before the grace period starts); and
+//!   the tree's `Drop`.
 //!
 //! Every field of a node is an atomic word, because a published leaf may be
 //! changed in place by a shared writer while readers look at it (under the
@@ -60,7 +80,9 @@
 //! their metadata word (the dead bit).
 
 use crate::slab;
+use crate::sync::Guard;
 use crate::sync::{AtomicPtr, AtomicU64, Ordering};
+use std::marker::PhantomData;
 use std::ptr::{self, NonNull};
 
 /// Slots in a leaf.
@@ -148,11 +170,6 @@ impl NodePtr {
         NonNull::new(p).map(NodePtr)
     }
 
-    /// A placeholder for path levels not yet filled; never dereferenced.
-    pub(crate) fn dangling() -> NodePtr {
-        NodePtr(NonNull::dangling())
-    }
-
     /// The tagged pointer as stored in a parent slot or the root.
     #[inline]
     pub(crate) fn raw(self) -> *mut u8 {
@@ -164,26 +181,130 @@ impl NodePtr {
         self.0.as_ptr().addr() & 1 != 0
     }
 
+    /// The node as a [`NodeRef`] valid for `'a`: the one way from a raw
+    /// node pointer to its fields.
+    ///
+    /// # Safety
+    /// The node outlives `'a`: it is reachable from a tree that the
+    /// caller borrows for `'a` and that no one else frees from (the tree's
+    /// one writer, which frees only what it unlinked, after its last use),
+    /// or it was not yet retired when a [`Guard`] that lives for `'a` was
+    /// pinned (see the module's safety model).
     #[inline]
-    fn leaf(&self) -> &Leaf {
-        debug_assert!(self.is_leaf());
-        // SAFETY: the module invariant: the node is alive while a NodePtr to
-        // it is in use, and the tag says it is a leaf.
-        unsafe { &*self.0.as_ptr().map_addr(|a| a & !1).cast::<Leaf>() }
+    pub(crate) unsafe fn get<'a>(self) -> NodeRef<'a> {
+        NodeRef {
+            ptr: self,
+            _guard: PhantomData,
+        }
+    }
+
+    /// Allocates a node holding `items` (at least one; the last item's end
+    /// is the node's max and is not stored).
+    pub(crate) fn new(leaf: bool, items: &[Item]) -> NodePtr {
+        let len = items.len();
+        let meta = ((len - 1) as u64 & LEN_MASK) | if leaf { LEAF } else { 0 };
+        if leaf {
+            assert!((1..=LEAF_SLOTS).contains(&len));
+            let node = Leaf {
+                meta: AtomicU64::new(meta),
+                pivots: std::array::from_fn(|i| {
+                    AtomicU64::new(if i + 1 < len { items[i].end } else { u64::MAX })
+                }),
+                slots: std::array::from_fn(|i| {
+                    AtomicPtr::new(items.get(i).map_or(ptr::null_mut(), |it| it.ptr))
+                }),
+            };
+            NodePtr(place(node).map_addr(|a| a | 1))
+        } else {
+            assert!((1..=INTERNAL_SLOTS).contains(&len));
+            let node = Internal {
+                meta: AtomicU64::new(meta),
+                pivots: std::array::from_fn(|i| {
+                    AtomicU64::new(if i + 1 < len { items[i].end } else { u64::MAX })
+                }),
+                slots: std::array::from_fn(|i| {
+                    AtomicPtr::new(items.get(i).map_or(ptr::null_mut(), |it| it.ptr))
+                }),
+                gaps: std::array::from_fn(|i| AtomicU64::new(items.get(i).map_or(0, |it| it.gap))),
+            };
+            NodePtr(place(node))
+        }
+    }
+
+    /// Frees the node's memory (not its children or values).
+    ///
+    /// # Safety
+    /// The node is unreachable and no reader can still hold it: either the
+    /// caller has exclusive access, or a grace period has passed since it
+    /// was unlinked.
+    pub(crate) unsafe fn free(self) {
+        // Node fields need no drop (atomics and integers): the block is
+        // just returned.
+        let block = NonNull::new(self.0.as_ptr().map_addr(|a| a & !1))
+            .expect("node addresses are non-zero");
+        // SAFETY: per the contract; the block came from `slab::alloc`.
+        unsafe { slab::free(block.cast()) };
+    }
+}
+
+/// A node that stays allocated for `'g`, the lifetime of the [`Guard`] it
+/// was read under (or of the writer's exclusive hold on the tree): the
+/// only way to its fields, as crossbeam's `Shared<'g, T>` is to its
+/// value. Readers get the root as one from `&'g self` and `&'g Guard`
+/// ([`MapleTree::root`](crate::MapleTree)), and every node below it from
+/// [`NodeRef::child`], so the compiler keeps them inside their grace
+/// period; a raw [`NodePtr`] becomes one only through the unsafe
+/// [`NodePtr::get`]. A pointer and nothing more (`repr(transparent)`).
+///
+/// Like [`NodePtr`] it may move between threads (the guard's pin protects
+/// every thread's reads) but is not `Sync`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(transparent)]
+pub(crate) struct NodeRef<'g> {
+    ptr: NodePtr,
+    /// Covariant in `'g`, and `Send` like the pointer (a `&Guard` is not).
+    _guard: PhantomData<fn() -> &'g Guard>,
+}
+
+impl<'g> NodeRef<'g> {
+    /// The raw pointer, for lists that outlive the borrow (retire lists)
+    /// and for storing in a slot or the root.
+    #[inline]
+    pub(crate) fn ptr(self) -> NodePtr {
+        self.ptr
+    }
+
+    /// The tagged pointer as stored in a parent slot or the root.
+    #[inline]
+    pub(crate) fn raw(self) -> *mut u8 {
+        self.ptr.raw()
     }
 
     #[inline]
-    fn internal(&self) -> &Internal {
+    pub(crate) fn is_leaf(self) -> bool {
+        self.ptr.is_leaf()
+    }
+
+    #[inline]
+    fn leaf(self) -> &'g Leaf {
+        debug_assert!(self.is_leaf());
+        // SAFETY: a NodeRef's node is alive for 'g (see `NodePtr::get`),
+        // and the tag says it is a leaf.
+        unsafe { &*self.raw().map_addr(|a| a & !1).cast::<Leaf>() }
+    }
+
+    #[inline]
+    fn internal(self) -> &'g Internal {
         debug_assert!(!self.is_leaf());
         // SAFETY: as in `leaf`; the tag says it is an internal node.
-        unsafe { &*self.0.as_ptr().cast::<Internal>() }
+        unsafe { &*self.raw().cast::<Internal>() }
     }
 
     #[inline]
-    fn meta(&self) -> &AtomicU64 {
+    fn meta(self) -> &'g AtomicU64 {
         // SAFETY: both node types start with the metadata word (repr(C)),
-        // and the node is alive per the module invariant.
-        unsafe { &*self.0.as_ptr().map_addr(|a| a & !1).cast::<AtomicU64>() }
+        // and the node is alive for 'g.
+        unsafe { &*self.raw().map_addr(|a| a & !1).cast::<AtomicU64>() }
     }
 
     /// Number of slots in use (1..=16 for leaves, 1..=10 for internal nodes).
@@ -294,10 +415,13 @@ impl NodePtr {
 
     /// Child `i` of an internal node.
     #[inline]
-    pub(crate) fn child(self, i: usize) -> NodePtr {
+    pub(crate) fn child(self, i: usize) -> NodeRef<'g> {
         let p = self.internal().slots[i].load(Ordering::Acquire);
-        // SAFETY: used slots of an internal node always hold a child.
-        NodePtr(unsafe { NonNull::new_unchecked(p) })
+        // SAFETY: used slots of an internal node always hold a child
+        // (non-null), and a child read from a node alive for 'g is alive
+        // for 'g: it was reachable through that node when read, so it was
+        // not retired before the node was (see the module's safety model).
+        unsafe { NodePtr(NonNull::new_unchecked(p)).get() }
     }
 
     /// Publishes `child` in slot `i` of a live internal node with one
@@ -341,39 +465,6 @@ impl NodePtr {
             end: self.end(i, max),
             ptr: self.slot(i),
             gap: if self.is_leaf() { 0 } else { self.gap(i) },
-        }
-    }
-
-    /// Allocates a node holding `items` (at least one; the last item's end
-    /// is the node's max and is not stored).
-    pub(crate) fn new(leaf: bool, items: &[Item]) -> NodePtr {
-        let len = items.len();
-        let meta = ((len - 1) as u64 & LEN_MASK) | if leaf { LEAF } else { 0 };
-        if leaf {
-            assert!((1..=LEAF_SLOTS).contains(&len));
-            let node = Leaf {
-                meta: AtomicU64::new(meta),
-                pivots: std::array::from_fn(|i| {
-                    AtomicU64::new(if i + 1 < len { items[i].end } else { u64::MAX })
-                }),
-                slots: std::array::from_fn(|i| {
-                    AtomicPtr::new(items.get(i).map_or(ptr::null_mut(), |it| it.ptr))
-                }),
-            };
-            NodePtr(place(node).map_addr(|a| a | 1))
-        } else {
-            assert!((1..=INTERNAL_SLOTS).contains(&len));
-            let node = Internal {
-                meta: AtomicU64::new(meta),
-                pivots: std::array::from_fn(|i| {
-                    AtomicU64::new(if i + 1 < len { items[i].end } else { u64::MAX })
-                }),
-                slots: std::array::from_fn(|i| {
-                    AtomicPtr::new(items.get(i).map_or(ptr::null_mut(), |it| it.ptr))
-                }),
-                gaps: std::array::from_fn(|i| AtomicU64::new(items.get(i).map_or(0, |it| it.gap))),
-            };
-            NodePtr(place(node))
         }
     }
 
@@ -430,10 +521,10 @@ impl NodePtr {
         self.splice(l, r, mid);
     }
 
-    /// [`splice_leaf`](NodePtr::splice_leaf) on a published leaf that
+    /// [`splice_leaf`](NodeRef::splice_leaf) on a published leaf that
     /// readers may be looking at: the sequence count is made odd first and
     /// moved on when the leaf is whole again, so a reader whose reads
-    /// overlap the change sees its stamp fail ([`still`](NodePtr::still))
+    /// overlap the change sees its stamp fail ([`still`](NodeRef::still))
     /// and reads again.
     ///
     /// Only the tree's single writer calls this.
@@ -503,21 +594,6 @@ impl NodePtr {
     /// before this store.
     pub(crate) fn store_slot(self, i: usize, p: *mut u8) {
         self.leaf().slots[i].store(p, Ordering::Release);
-    }
-
-    /// Frees the node's memory (not its children or values).
-    ///
-    /// # Safety
-    /// The node is unreachable and no reader can still hold it: either the
-    /// caller has exclusive access, or a grace period has passed since it
-    /// was unlinked.
-    pub(crate) unsafe fn free(self) {
-        // Node fields need no drop (atomics and integers): the block is
-        // just returned.
-        let block = NonNull::new(self.0.as_ptr().map_addr(|a| a & !1))
-            .expect("node addresses are non-zero");
-        // SAFETY: per the contract; the block came from `slab::alloc`.
-        unsafe { slab::free(block.cast()) };
     }
 }
 

@@ -5,14 +5,15 @@
 //! climbs them to rebuild parents. A path records each node's `[min, max]`,
 //! since nodes do not store their own bounds.
 
-use crate::node::{NodePtr, MAX_HEIGHT};
+use crate::node::{NodeRef, MAX_HEIGHT};
+use std::mem::MaybeUninit;
 
 /// One node on a path: its bounds, the slot the path continues through
 /// (for the leaf: the slot holding the index that was searched for), and
 /// the node's stamp taken before anything else was read from it.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Level {
-    pub node: NodePtr,
+pub(crate) struct Level<'g> {
+    pub node: NodeRef<'g>,
     pub min: u64,
     pub max: u64,
     pub slot: usize,
@@ -21,7 +22,7 @@ pub(crate) struct Level {
     pub stamp: u64,
 }
 
-impl Level {
+impl<'g> Level<'g> {
     /// First index covered by this level's current slot.
     #[inline]
     pub(crate) fn slot_start(&self) -> u64 {
@@ -42,7 +43,7 @@ impl Level {
 
     /// Whether everything read from this level's node since the path
     /// entered it is one consistent, current state (see
-    /// [`NodePtr::still`]).
+    /// [`NodeRef::still`]).
     #[inline]
     pub(crate) fn still(&self) -> bool {
         self.node.still(self.stamp)
@@ -51,7 +52,7 @@ impl Level {
     /// The level below: the child in the current slot, entered at `slot`
     /// (`None`: the slot holding `index`).
     #[inline]
-    fn descend(&self, index: Option<u64>, last: bool) -> Level {
+    fn descend(&self, index: Option<u64>, last: bool) -> Level<'g> {
         let node = self.node.child(self.slot);
         let (min, max) = (self.slot_start(), self.slot_end());
         let stamp = node.stamp();
@@ -70,66 +71,78 @@ impl Level {
     }
 }
 
-/// Path from the root (`levels[0]`) to a leaf (`levels[depth - 1]`).
+/// Path from the root (level 0) to a leaf (level `depth - 1`), over nodes
+/// alive for `'g`. Only the levels in use are initialised, and only they
+/// can be read: levels left over from a deeper walk, or from an earlier
+/// use of the storage (see [`PathStore`]), are never handed out.
 #[derive(Clone)]
-pub(crate) struct Path {
-    pub levels: [Level; MAX_HEIGHT],
-    pub depth: usize,
+pub(crate) struct Path<'g> {
+    /// Invariant: `depth <= MAX_HEIGHT`, and `levels[..depth]` are
+    /// initialised.
+    levels: [MaybeUninit<Level<'g>>; MAX_HEIGHT],
+    depth: usize,
 }
 
-impl Path {
+impl<'g> Path<'g> {
     /// Walks from `root` to the leaf slot holding `index`.
     #[inline]
-    pub(crate) fn walk(root: NodePtr, index: u64) -> Path {
-        let top = Level {
-            node: root,
-            min: 0,
-            max: u64::MAX,
-            slot: 0,
-            stamp: 0,
-        };
-        let mut path = Path {
-            levels: [top; MAX_HEIGHT],
-            depth: 0,
-        };
+    pub(crate) fn walk(root: NodeRef<'g>, index: u64) -> Path<'g> {
+        let mut path = Path::empty();
         path.rewalk(root, index);
         path
     }
 
     /// A path with no levels yet, to be filled by [`Path::rewalk`].
-    pub(crate) fn empty() -> Path {
-        let nowhere = Level {
-            node: NodePtr::dangling(),
-            min: 0,
-            max: 0,
-            slot: 0,
-            stamp: 0,
-        };
+    #[inline]
+    pub(crate) fn empty() -> Path<'g> {
         Path {
-            levels: [nowhere; MAX_HEIGHT],
+            levels: [const { MaybeUninit::uninit() }; MAX_HEIGHT],
             depth: 0,
         }
     }
 
+    /// Number of levels, the leaf's included.
+    #[inline]
+    pub(crate) fn depth(&self) -> usize {
+        self.depth
+    }
+
+    /// Level `d` (0: the root), which must be in use.
+    #[inline]
+    pub(crate) fn level(&self, d: usize) -> &Level<'g> {
+        assert!(d < self.depth, "path level {d} not in use");
+        // SAFETY: levels below `depth` are initialised (the invariant),
+        // and `depth <= MAX_HEIGHT` (`push`), so `d` is in bounds.
+        unsafe { self.levels.get_unchecked(d).assume_init_ref() }
+    }
+
+    /// Level `d`, which must be in use, to change.
+    #[inline]
+    pub(crate) fn level_mut(&mut self, d: usize) -> &mut Level<'g> {
+        assert!(d < self.depth, "path level {d} not in use");
+        // SAFETY: as in `level`.
+        unsafe { self.levels.get_unchecked_mut(d).assume_init_mut() }
+    }
+
     /// Makes this path a copy of `other`, copying only the levels in use.
-    pub(crate) fn copy_from(&mut self, other: &Path) {
+    pub(crate) fn copy_from(&mut self, other: &Path<'g>) {
         self.levels[..other.depth].copy_from_slice(&other.levels[..other.depth]);
         self.depth = other.depth;
     }
 
     /// Walks again from `root`, reusing this path's storage (a path is a
-    /// few hundred bytes: iterators and the writer keep theirs).
+    /// few hundred bytes: iterators keep theirs).
     #[inline]
-    pub(crate) fn rewalk(&mut self, root: NodePtr, index: u64) {
+    pub(crate) fn rewalk(&mut self, root: NodeRef<'g>, index: u64) {
         let stamp = root.stamp();
-        self.levels[0] = Level {
+        self.depth = 0;
+        self.push(Level {
             node: root,
             min: 0,
             max: u64::MAX,
             slot: root.find_slot(index),
             stamp,
-        };
-        self.depth = 1;
+        });
         while !self.leaf().node.is_leaf() {
             let next = self.leaf().descend(Some(index), false);
             self.push(next);
@@ -137,22 +150,22 @@ impl Path {
     }
 
     #[inline]
-    fn push(&mut self, level: Level) {
+    fn push(&mut self, level: Level<'g>) {
         // A taller tree is impossible in memory (see MAX_HEIGHT); stopping
         // here keeps a corrupted tree from writing out of bounds.
         assert!(self.depth < MAX_HEIGHT, "maple tree deeper than MAX_HEIGHT");
-        self.levels[self.depth] = level;
+        self.levels[self.depth] = MaybeUninit::new(level);
         self.depth += 1;
     }
 
     #[inline]
-    pub(crate) fn leaf(&self) -> &Level {
-        &self.levels[self.depth - 1]
+    pub(crate) fn leaf(&self) -> &Level<'g> {
+        self.level(self.depth.wrapping_sub(1))
     }
 
     #[inline]
-    pub(crate) fn leaf_mut(&mut self) -> &mut Level {
-        &mut self.levels[self.depth - 1]
+    pub(crate) fn leaf_mut(&mut self) -> &mut Level<'g> {
+        self.level_mut(self.depth.wrapping_sub(1))
     }
 
     /// Moves to the first slot of the next leaf; false at the last leaf.
@@ -174,15 +187,15 @@ impl Path {
                 return false;
             }
             d -= 1;
-            let l = &self.levels[d];
+            let l = self.level(d);
             if forward && l.slot + 1 < l.node.len() || !forward && l.slot > 0 {
                 break;
             }
         }
         if forward {
-            self.levels[d].slot += 1;
+            self.level_mut(d).slot += 1;
         } else {
-            self.levels[d].slot -= 1;
+            self.level_mut(d).slot -= 1;
         }
         self.depth = d + 1;
         while self.depth < leaf_depth {
@@ -200,25 +213,52 @@ impl Path {
     /// with; the path stays a valid root-to-level-`d` path, and levels
     /// deeper than `d` become meaningless.
     pub(crate) fn step_level(&mut self, d: usize, forward: bool) -> bool {
+        assert!(d < self.depth, "path level {d} not in use");
         let mut e = d;
         loop {
             if e == 0 {
                 return false;
             }
-            let p = &self.levels[e - 1];
+            let p = self.level(e - 1);
             if forward && p.slot + 1 < p.node.len() || !forward && p.slot > 0 {
                 break;
             }
             e -= 1;
         }
         if forward {
-            self.levels[e - 1].slot += 1;
+            self.level_mut(e - 1).slot += 1;
         } else {
-            self.levels[e - 1].slot -= 1;
+            self.level_mut(e - 1).slot -= 1;
         }
         for f in e..=d {
-            self.levels[f] = self.levels[f - 1].descend(None, !forward);
+            let next = self.level(f - 1).descend(None, !forward);
+            *self.level_mut(f) = next;
         }
         true
+    }
+}
+
+/// A path's storage kept between uses (the writer's scratch space keeps
+/// two): a path is a few hundred bytes, which would otherwise be set up on
+/// every write. Between uses it names no node: [`PathStore::path`] hands
+/// it out emptied, for any lifetime.
+pub(crate) struct PathStore(Path<'static>);
+
+impl PathStore {
+    pub(crate) fn new() -> Self {
+        PathStore(Path::empty())
+    }
+
+    /// The stored path, emptied, for nodes alive for `'w`.
+    #[inline]
+    pub(crate) fn path<'w>(&mut self) -> &mut Path<'w> {
+        self.0.depth = 0;
+        // SAFETY: `Path<'static>` and `Path<'w>` differ only in a lifetime,
+        // so in nothing of their layout. What `&mut` invariance guards
+        // against is a `Path<'w>`'s nodes read later as `'static`: the
+        // field is private, and the path is only ever reached through
+        // this method, which empties it first (no level is read past
+        // `depth`), so nothing written for `'w` is read after `'w`.
+        unsafe { &mut *(&raw mut self.0).cast::<Path<'w>>() }
     }
 }

@@ -159,3 +159,17 @@ pub unsafe fn unprotected() -> &'static Guard {
 pub(crate) unsafe fn defer<F: FnOnce()>(_guard: &Guard, f: F) {
     core::mem::forget(f);
 }
+
+/// Proof that a [`Guard`] is pinned for `'g`, for readers that keep a walk
+/// between calls (cursors, iterators): what `&'g Guard` proves, but `Copy`
+/// and as free to move between threads as the references read under it
+/// (the pin protects every thread's reads; `&Guard` itself is not `Send`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Pinned<'g>(std::marker::PhantomData<fn() -> &'g Guard>);
+
+impl<'g> Pinned<'g> {
+    #[inline]
+    pub(crate) fn of(_guard: &'g Guard) -> Self {
+        Pinned(std::marker::PhantomData)
+    }
+}

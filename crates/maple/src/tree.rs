@@ -2,10 +2,12 @@
 
 use crate::entry::Entry;
 use crate::error::{Error, Invalid};
-use crate::node::{gap_size, value, Item, NodePtr, INTERNAL_MIN, LEAF_MIN, LEAF_SLOTS, NODE_SIZE};
+use crate::node::{
+    gap_size, value, Item, NodePtr, NodeRef, INTERNAL_MIN, LEAF_MIN, LEAF_SLOTS, NODE_SIZE,
+};
 use crate::ownership::{Boxed, Ownership};
 use crate::path::Path;
-use crate::sync::{AtomicPtr, AtomicUsize, Guard, Mutex, Ordering};
+use crate::sync::{AtomicPtr, AtomicUsize, Guard, Mutex, Ordering, Pinned};
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
 use std::ops::RangeInclusive;
@@ -81,8 +83,8 @@ pub struct MapleTree<T, O: Ownership<T> = Boxed> {
 // thread), hence the same bounds as `Arc<T>`.
 unsafe impl<T: Send + Sync, O: Ownership<T>> Sync for MapleTree<T, O> {}
 // SAFETY: as for `Sync`. Between writes the scratch space holds no
-// pointer that matters (its lists are empty and its paths are overwritten
-// before use), so it may move to another thread with the tree.
+// pointer (its lists are empty; the write's paths live on its stack), so it
+// may move to another thread with the tree.
 unsafe impl<T: Send + Sync, O: Ownership<T>> Send for MapleTree<T, O> {}
 
 /// Memory used by a tree's nodes, as reported by [`MapleTree::mem_stats`].
@@ -160,9 +162,34 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
         Self::default()
     }
 
+    /// The root, for a reader: alive for `'g` because the guard was
+    /// pinned before the root was read, and a node is freed only a grace
+    /// period after it is unlinked (shared writes) or by a write through
+    /// `&mut self`, which the `'g` borrow of `self` excludes. Every node a
+    /// reader reaches comes from here through [`NodeRef::child`].
     #[inline]
-    pub(crate) fn root_node(&self) -> Option<NodePtr> {
-        NodePtr::from_raw(self.root.load(Ordering::Acquire))
+    pub(crate) fn root<'g>(&'g self, _pinned: Pinned<'g>) -> Option<NodeRef<'g>> {
+        let root = NodePtr::from_raw(self.root.load(Ordering::Acquire))?;
+        // SAFETY: as above: `_pinned` proves a guard pinned for 'g, and
+        // the node was reachable (not retired) when read, after the pin.
+        Some(unsafe { root.get() })
+    }
+
+    /// The root, for the tree's writer, valid while it borrows the tree.
+    ///
+    /// # Safety
+    /// The caller is the tree's one writer (it holds `&mut` to the tree,
+    /// its writer lock, or an unshared write guard) for as long as it uses
+    /// the result or any node reached from it, and uses no node after it
+    /// has freed it (an exclusive write frees what it unlinked when it
+    /// finishes; a shared write only defers the free past a grace period
+    /// that its own pin holds back).
+    #[inline]
+    pub(crate) unsafe fn writer_root(&self) -> Option<NodeRef<'_>> {
+        let root = NodePtr::from_raw(self.root.load(Ordering::Acquire))?;
+        // SAFETY: only the tree's writer frees nodes, and per the contract
+        // the caller is that writer and stops using nodes before freeing.
+        Some(unsafe { root.get() })
     }
 
     /// Number of entries (ranges) in the tree.
@@ -191,10 +218,22 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
     /// assert_eq!(tree.load(150, &guard), Some(&'a'));
     /// assert_eq!(tree.load(200, &guard), None);
     /// ```
+    ///
+    /// What a read returns borrows its guard, so it cannot be used once
+    /// the guard is gone (when what it points to may be freed):
+    ///
+    /// ```compile_fail,E0505
+    /// let mut tree = maple::MapleTree::new();
+    /// tree.store_range(100..=199, 'a').unwrap();
+    /// let guard = maple::pin();
+    /// let v = tree.load(150, &guard);
+    /// drop(guard);
+    /// assert_eq!(v, Some(&'a'));
+    /// ```
     #[inline]
-    pub fn load<'g>(&'g self, index: u64, _guard: &'g Guard) -> Option<O::Ref<'g>> {
+    pub fn load<'g>(&'g self, index: u64, guard: &'g Guard) -> Option<O::Ref<'g>> {
         loop {
-            let mut node = self.root_node()?;
+            let mut node = self.root(Pinned::of(guard))?;
             while !node.is_leaf() {
                 node = node.child(node.find_slot(index));
             }
@@ -240,19 +279,15 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
     /// assert_eq!(tree.find(20, 100, &guard).map(|e| e.range()), Some(30..=39));
     /// assert!(tree.find(20, 29, &guard).is_none());
     /// ```
-    pub fn find<'g>(
-        &'g self,
-        index: u64,
-        max: u64,
-        _guard: &'g Guard,
-    ) -> Option<Entry<O::Ref<'g>>> {
+    pub fn find<'g>(&'g self, index: u64, max: u64, guard: &'g Guard) -> Option<Entry<O::Ref<'g>>> {
         if index > max {
             return None;
         }
-        let (first, last, p) = match self.seek_in_leaf(index, max, false) {
+        let pinned = Pinned::of(guard);
+        let (first, last, p) = match self.seek_in_leaf(index, max, false, pinned) {
             LeafSeek::Found(first, last, p) => (first, last, p),
             LeafSeek::Absent => return None,
-            LeafSeek::Beyond => self.seek_fwd(&mut None, index, max)?,
+            LeafSeek::Beyond => self.seek_fwd(&mut None, index, max, pinned)?,
         };
         // SAFETY: as in `load`.
         Some(Entry::new(first, last, unsafe { value::get::<T, O>(p) }))
@@ -272,15 +307,16 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
         &'g self,
         index: u64,
         min: u64,
-        _guard: &'g Guard,
+        guard: &'g Guard,
     ) -> Option<Entry<O::Ref<'g>>> {
         if index < min {
             return None;
         }
-        let (first, last, p) = match self.seek_in_leaf(index, min, true) {
+        let pinned = Pinned::of(guard);
+        let (first, last, p) = match self.seek_in_leaf(index, min, true, pinned) {
             LeafSeek::Found(first, last, p) => (first, last, p),
             LeafSeek::Absent => return None,
-            LeafSeek::Beyond => self.seek_rev(&mut None, index, min)?,
+            LeafSeek::Beyond => self.seek_rev(&mut None, index, min, pinned)?,
         };
         // SAFETY: as in `load`.
         Some(Entry::new(first, last, unsafe { value::get::<T, O>(p) }))
@@ -292,9 +328,15 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
     /// the rest ([`LeafSeek::Beyond`]) continue on the general path, which
     /// keeps a path to step between leaves.
     #[inline]
-    fn seek_in_leaf(&self, index: u64, bound: u64, rev: bool) -> LeafSeek {
+    fn seek_in_leaf<'g>(
+        &'g self,
+        index: u64,
+        bound: u64,
+        rev: bool,
+        pinned: Pinned<'g>,
+    ) -> LeafSeek {
         loop {
-            let Some(mut node) = self.root_node() else {
+            let Some(mut node) = self.root(pinned) else {
                 return LeafSeek::Absent;
             };
             let (mut min, mut max) = (0, u64::MAX);
@@ -346,14 +388,19 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
     /// leaf when it covers `index` and is still live, else by a fresh walk
     /// that reuses the path's storage. `None` for an empty tree.
     #[inline]
-    fn position<'c>(&self, cache: &'c mut Option<Path>, index: u64) -> Option<&'c mut Path> {
+    fn position<'g, 'c>(
+        &'g self,
+        cache: &'c mut Option<Path<'g>>,
+        index: u64,
+        pinned: Pinned<'g>,
+    ) -> Option<&'c mut Path<'g>> {
         // A cached leaf is reused only while its stamp holds: a leaf
         // changed in place or replaced since the last call is walked to
         // afresh, so a finished write is never hidden by the cache.
         let reusable = cache
             .as_ref()
             .is_some_and(|p| p.leaf().min <= index && index <= p.leaf().max && p.leaf().still());
-        let root = self.root_node()?;
+        let root = self.root(pinned)?;
         let Some(path) = cache else {
             return Some(cache.insert(Path::walk(root, index)));
         };
@@ -387,17 +434,18 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
     /// present entry intersecting `[index, max]`. `cache` keeps the path
     /// between calls, so a sequential scan walks from the root once per
     /// leaf at most, not once per entry.
-    pub(crate) fn seek_fwd(
-        &self,
-        cache: &mut Option<Path>,
+    pub(crate) fn seek_fwd<'g>(
+        &'g self,
+        cache: &mut Option<Path<'g>>,
         index: u64,
         max: u64,
+        pinned: Pinned<'g>,
     ) -> Option<(u64, u64, *mut u8)> {
         if index > max {
             return None;
         }
         'restart: loop {
-            let path = self.position(cache, index)?;
+            let path = self.position(cache, index, pinned)?;
             loop {
                 let leaf = *path.leaf();
                 for slot in leaf.slot..leaf.node.len() {
@@ -433,17 +481,18 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
     }
 
     /// Backward search: the last present entry intersecting `[min, index]`.
-    pub(crate) fn seek_rev(
-        &self,
-        cache: &mut Option<Path>,
+    pub(crate) fn seek_rev<'g>(
+        &'g self,
+        cache: &mut Option<Path<'g>>,
         index: u64,
         min: u64,
+        pinned: Pinned<'g>,
     ) -> Option<(u64, u64, *mut u8)> {
         if index < min {
             return None;
         }
         'restart: loop {
-            let path = self.position(cache, index)?;
+            let path = self.position(cache, index, pinned)?;
             loop {
                 let leaf = *path.leaf();
                 for slot in (0..=leaf.slot).rev() {
@@ -494,8 +543,8 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
     /// assert_eq!(tree.empty_area(0, 1000, 11, &g), Ok(200));
     /// assert_eq!(tree.empty_area(0, 150, 11, &g), Err(maple::Error::NoSpace));
     /// ```
-    pub fn empty_area(&self, min: u64, max: u64, size: u64, _guard: &Guard) -> Result<u64, Error> {
-        self.gap_search(min, max, size, false)
+    pub fn empty_area(&self, min: u64, max: u64, size: u64, guard: &Guard) -> Result<u64, Error> {
+        self.gap_search(min, max, size, false, Pinned::of(guard))
     }
 
     /// The highest `a` such that `[a, a + size - 1]` lies within `[min,
@@ -513,12 +562,19 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
         min: u64,
         max: u64,
         size: u64,
-        _guard: &Guard,
+        guard: &Guard,
     ) -> Result<u64, Error> {
-        self.gap_search(min, max, size, true)
+        self.gap_search(min, max, size, true, Pinned::of(guard))
     }
 
-    fn gap_search(&self, min: u64, max: u64, size: u64, rev: bool) -> Result<u64, Error> {
+    fn gap_search<'g>(
+        &'g self,
+        min: u64,
+        max: u64,
+        size: u64,
+        rev: bool,
+        pinned: Pinned<'g>,
+    ) -> Result<u64, Error> {
         if size == 0 {
             return Err(Error::InvalidArgument("gap size must be at least 1"));
         }
@@ -529,7 +585,7 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
             return Err(Error::NoSpace);
         }
         loop {
-            let Some(root) = self.root_node() else {
+            let Some(root) = self.root(pinned) else {
                 return Ok(if rev { max - (size - 1) } else { min });
             };
             let want = GapQuery {
@@ -559,7 +615,7 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
     /// assert!(s.height >= 2);
     /// ```
     pub fn mem_stats(&self) -> MemStats {
-        fn walk(node: NodePtr, depth: usize, s: &mut MemStats) {
+        fn walk(node: NodeRef<'_>, depth: usize, s: &mut MemStats) {
             s.nodes += 1;
             s.height = s.height.max(depth);
             if node.is_leaf() {
@@ -571,12 +627,12 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
                 }
             }
         }
-        let _guard = crate::pin();
+        let guard = crate::pin();
         let mut s = MemStats {
             entries: self.len(),
             ..MemStats::default()
         };
-        if let Some(root) = self.root_node() {
+        if let Some(root) = self.root(Pinned::of(&guard)) {
             walk(root, 1, &mut s);
         }
         s.bytes = s.nodes * NODE_SIZE;
@@ -606,8 +662,8 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
 
     /// The walk behind [`validate`](MapleTree::validate).
     fn check_invariants(&self) -> Result<(), String> {
-        let _guard = crate::pin();
-        let Some(root) = self.root_node() else {
+        let guard = crate::pin();
+        let Some(root) = self.root(Pinned::of(&guard)) else {
             return match self.len() {
                 0 => Ok(()),
                 n => Err(format!("empty tree claims {n} entries")),
@@ -667,7 +723,7 @@ struct GapQuery {
 }
 
 impl GapQuery {
-    fn search(&self, node: NodePtr, nmin: u64, nmax: u64) -> Search {
+    fn search(&self, node: NodeRef<'_>, nmin: u64, nmax: u64) -> Search {
         let stamp = node.stamp();
         let len = node.len();
         if node.is_leaf() {
@@ -750,7 +806,7 @@ impl Validator {
     /// returns its largest gap.
     fn node(
         &mut self,
-        node: NodePtr,
+        node: NodeRef<'_>,
         min: u64,
         max: u64,
         depth: usize,
@@ -856,16 +912,19 @@ impl<T, O: Ownership<T>> Drop for MapleTree<T, O> {
         {
             let mut nodes = vec![root];
             while let Some(node) = nodes.pop() {
+                // SAFETY: `&mut self`: no reader or writer exists, and the
+                // node is freed below, after its last use.
+                let node = unsafe { node.get() };
                 for i in 0..node.len() {
                     if !node.is_leaf() {
-                        nodes.push(node.child(i));
+                        nodes.push(node.child(i).ptr());
                     } else if !node.slot(i).is_null() {
                         values.push(node.slot(i));
                     }
                 }
                 // SAFETY: `&mut self`: nothing can reach the node any more,
                 // and what it held is gathered above.
-                unsafe { node.free() };
+                unsafe { node.ptr().free() };
             }
         }
         // SAFETY: we own the tree; each slot held one reference of its value.
@@ -881,7 +940,7 @@ impl<T, O: Ownership<T>> Clone for MapleTree<T, O> {
     /// space: same shape, values shared (each `T` is reference-counted, not
     /// cloned). Takes the writer lock, so it sees no half-made shared write.
     fn clone(&self) -> Self {
-        fn copy<T, O: Ownership<T>>(node: NodePtr, max: u64, nodes: &mut usize) -> NodePtr {
+        fn copy<T, O: Ownership<T>>(node: NodeRef<'_>, max: u64, nodes: &mut usize) -> NodePtr {
             *nodes += 1;
             let len = node.len();
             let mut items = [Item {
@@ -891,26 +950,22 @@ impl<T, O: Ownership<T>> Clone for MapleTree<T, O> {
             }; LEAF_SLOTS];
             for (i, item) in items.iter_mut().enumerate().take(len) {
                 *item = node.item(i, max);
-                if node.is_leaf() && !item.ptr.is_null() {
+                if !node.is_leaf() {
+                    // Children first: the copy is built whole, then linked.
+                    item.ptr = copy::<T, O>(node.child(i), item.end, nodes).raw();
+                } else if !item.ptr.is_null() {
                     // SAFETY: the value is alive (we hold the writer lock,
                     // so it cannot be released) and gains a second owner.
                     unsafe { value::share::<T, O>(item.ptr) };
                 }
             }
-            let new = NodePtr::new(node.is_leaf(), &items[..len]);
-            if !node.is_leaf() {
-                for (i, item) in items[..len].iter().enumerate() {
-                    let child = copy::<T, O>(node.child(i), item.end, nodes);
-                    new.publish_child(i, child);
-                }
-            }
-            new
+            NodePtr::new(node.is_leaf(), &items[..len])
         }
         let _lock = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-        let _guard = crate::pin();
+        let guard = crate::pin();
         let tree = MapleTree::default();
         let mut nodes = 0;
-        if let Some(root) = self.root_node() {
+        if let Some(root) = self.root(Pinned::of(&guard)) {
             let new = copy::<T, O>(root, u64::MAX, &mut nodes);
             tree.root.store(new.raw(), Ordering::Release);
         }

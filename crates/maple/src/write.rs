@@ -84,9 +84,10 @@
 
 use crate::error::Error;
 use crate::node::{
-    gap_size, value, Item, NodePtr, INTERNAL_MIN, INTERNAL_SLOTS, LEAF_MIN, LEAF_SLOTS, MAX_HEIGHT,
+    gap_size, value, Item, NodePtr, NodeRef, INTERNAL_MIN, INTERNAL_SLOTS, LEAF_MIN, LEAF_SLOTS,
+    MAX_HEIGHT,
 };
-use crate::path::{Level, Path};
+use crate::path::{Level, Path, PathStore};
 use crate::sync::{defer, Guard, MutexGuard, Ordering};
 use crate::{Boxed, MapleTree, Ownership};
 use std::ops::RangeInclusive;
@@ -95,9 +96,11 @@ use std::ptr;
 /// A writer's working memory, kept with the tree behind its writer lock
 /// and reused by every write: two paths, two level buffers and the retire
 /// lists, several kilobytes that would otherwise be initialised per write.
+/// The paths are handed to each write emptied, for that write's nodes
+/// alone (see [`PathStore`] and [`Scratch::work`]).
 pub(crate) struct Scratch {
-    pl: Path,
-    pr: Path,
+    pl: PathStore,
+    pr: PathStore,
     bufs: [Buf; 2],
     retired: Retired,
 }
@@ -114,11 +117,22 @@ impl Scratch {
             return spare;
         }
         Box::new(Scratch {
-            pl: Path::empty(),
-            pr: Path::empty(),
+            pl: PathStore::new(),
+            pr: PathStore::new(),
             bufs: [Buf::new(), Buf::new()],
             retired: Retired::default(),
         })
+    }
+
+    /// The scratch space for one write over nodes alive for `'w`, with
+    /// both paths empty.
+    fn work<'w>(&mut self) -> Work<'_, 'w> {
+        Work {
+            pl: self.pl.path(),
+            pr: self.pr.path(),
+            bufs: &mut self.bufs,
+            retired: &mut self.retired,
+        }
     }
 
     /// Keeps a dropped tree's scratch space for this thread's next tree.
@@ -129,6 +143,14 @@ impl Scratch {
         #[cfg(vmscale_shuttle)]
         drop(scratch);
     }
+}
+
+/// One write's view of the scratch space (see [`Scratch::work`]).
+struct Work<'s, 'w> {
+    pl: &'s mut Path<'w>,
+    pr: &'s mut Path<'w>,
+    bufs: &'s mut [Buf; 2],
+    retired: &'s mut Retired,
 }
 
 #[cfg(not(vmscale_shuttle))]
@@ -180,7 +202,7 @@ impl Buf {
 
     /// Appends every slot of `level.node`, or only `range` of them.
     #[inline]
-    fn extend_from(&mut self, level: &Level, range: std::ops::Range<usize>) {
+    fn extend_from(&mut self, level: &Level<'_>, range: std::ops::Range<usize>) {
         let node = level.node;
         let (len, leaf) = (node.len(), node.is_leaf());
         for i in range {
@@ -231,22 +253,17 @@ impl Retired {
     }
 
     /// Unlinks a whole subtree: all its nodes and values.
-    fn subtree(&mut self, node: NodePtr) {
-        let start = self.subtrees.len();
-        self.subtrees.push(node);
-        let mut next = start;
-        while let Some(&node) = self.subtrees.get(next) {
-            next += 1;
-            for i in 0..node.len() {
-                if node.is_leaf() {
-                    let p = node.slot(i);
-                    if !p.is_null() {
-                        self.values.push(p);
-                        self.entries += 1;
-                    }
-                } else {
-                    self.subtrees.push(node.child(i));
+    fn subtree(&mut self, node: NodeRef<'_>) {
+        self.subtrees.push(node.ptr());
+        for i in 0..node.len() {
+            if node.is_leaf() {
+                let p = node.slot(i);
+                if !p.is_null() {
+                    self.values.push(p);
+                    self.entries += 1;
                 }
+            } else {
+                self.subtree(node.child(i));
             }
         }
     }
@@ -362,7 +379,7 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
         // Refused before `value` is boxed: it is dropped here, unchanged.
         let (first, last) = bounds(&range)?;
         let p = value.map_or(ptr::null_mut(), value::into_raw::<T, O>);
-        let result = self.write_range(scratch, first, last, p, access, insert, false);
+        let result = self.write_range(scratch.work(), first, last, p, access, insert, false);
         if result.is_err() && !p.is_null() {
             // SAFETY: `p` was made above and never linked into the tree.
             unsafe { value::release::<T, O>(p) };
@@ -377,30 +394,35 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
         index: u64,
         access: Access<'_>,
     ) -> Option<RangeInclusive<u64>> {
-        // Find the entry with the scratch path, which the write then
+        // Find the entry with the write's left path, which the write then
         // starts from: the slot holding `index` holds the entry's first
         // index too.
-        let root = self.root_node()?;
-        scratch.pl.rewalk(root, index);
-        let leaf = scratch.pl.leaf();
+        // SAFETY: every caller of `erase_entry` is the tree's one writer
+        // (`&mut self`, the writer lock, or an unshared guard), and the
+        // write uses no node after `Rebuild::finish` frees it.
+        let root = unsafe { self.writer_root() }?;
+        let work = scratch.work();
+        work.pl.rewalk(root, index);
+        let leaf = work.pl.leaf();
         let (first, last) = (leaf.slot_start(), leaf.slot_end());
         if leaf.node.slot(leaf.slot).is_null() {
             return None;
         }
         // Cannot fail: an erase of a valid range is never refused.
-        self.write_range(scratch, first, last, ptr::null_mut(), access, false, true)
+        self.write_range(work, first, last, ptr::null_mut(), access, false, true)
             .ok()?;
         Some(first..=last)
     }
 
-    /// Writes `[first, last] = p` (null: absent). The caller has checked
-    /// `first <= last` and, for `Access::Exclusive`, holds `&mut self`;
-    /// `walked`: the scratch's left path already leads to `first` in the
-    /// current tree.
+    /// Writes `[first, last] = p` (null: absent). The caller is the tree's
+    /// one writer, has checked `first <= last` and, for
+    /// `Access::Exclusive`, holds `&mut self` (or an unshared guard);
+    /// `walked`: the left path already leads to `first` in the current
+    /// tree (else it is walked here).
     #[allow(clippy::too_many_arguments)]
-    fn write_range(
-        &self,
-        scratch: &mut Scratch,
+    fn write_range<'w>(
+        &'w self,
+        work: Work<'_, 'w>,
         first: u64,
         last: u64,
         p: *mut u8,
@@ -408,7 +430,9 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
         insert: bool,
         walked: bool,
     ) -> Result<(), Error> {
-        let Some(root) = self.root_node() else {
+        // SAFETY: the caller is the tree's one writer (see above), and the
+        // write uses no node after `Rebuild::finish` frees it.
+        let Some(root) = (unsafe { self.writer_root() }) else {
             if p.is_null() {
                 return Ok(()); // erasing from an empty tree
             }
@@ -438,12 +462,12 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
             self.entries.store(1, Ordering::Relaxed);
             return Ok(());
         };
-        let Scratch {
+        let Work {
             pl,
             pr,
             bufs,
             retired,
-        } = scratch;
+        } = work;
         if !walked {
             pl.rewalk(root, first);
         }
@@ -515,7 +539,7 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
             created: 0,
             access,
         };
-        let depth = w.pl.depth;
+        let depth = w.pl.depth();
         if let Some((added, removed)) = w.splice_in_place::<T, O>(lo, hi, p) {
             let entries = self.len() + added - removed;
             self.entries.store(entries, Ordering::Relaxed);
@@ -525,9 +549,9 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
         w.unlink_between();
         bufs[0].len = 0;
         let (added, removed) = w.leaf_content::<T, O>(&mut bufs[0], lo, hi, p);
-        let mut orig = [(root, root); MAX_HEIGHT];
+        let mut orig = [(root.ptr(), root.ptr()); MAX_HEIGHT];
         for (d, o) in orig.iter_mut().enumerate().take(depth) {
-            *o = (w.pl.levels[d].node, w.pr.levels[d].node);
+            *o = (w.pl.level(d).node.ptr(), w.pr.level(d).node.ptr());
         }
         let top = w.climb(self, bufs);
         // Nodes of the original paths below the level that was published
@@ -566,20 +590,20 @@ impl Middle {
 }
 
 /// One write's rebuild: the paths to both ends and what it unlinks.
-struct Rebuild<'a, 's> {
-    pl: &'s mut Path,
-    pr: &'s mut Path,
+struct Rebuild<'a, 's, 'w> {
+    pl: &'s mut Path<'w>,
+    pr: &'s mut Path<'w>,
     retired: &'s mut Retired,
     created: usize,
     access: Access<'a>,
 }
 
-impl Rebuild<'_, '_> {
+impl<'w> Rebuild<'_, '_, 'w> {
     /// Unlinks the subtrees strictly between the two paths: every range in
     /// them lies inside the write.
     fn unlink_between(&mut self) {
-        for d in 0..self.pl.depth - 1 {
-            let (l, r) = (self.pl.levels[d], self.pr.levels[d]);
+        for d in 0..self.pl.depth() - 1 {
+            let (l, r) = (*self.pl.level(d), *self.pr.level(d));
             if l.node == r.node {
                 for s in l.slot + 1..r.slot {
                     self.retired.subtree(l.node.child(s));
@@ -650,7 +674,7 @@ impl Rebuild<'_, '_> {
         let l = *self.pl.leaf();
         let r = *self.pr.leaf();
         let mut removed = 0;
-        let mut cover = |node: NodePtr, s: usize| {
+        let mut cover = |node: NodeRef<'w>, s: usize| {
             let q = node.slot(s);
             if q.is_null() {
                 return;
@@ -692,7 +716,7 @@ impl Rebuild<'_, '_> {
     ) -> Option<(usize, usize)> {
         let l = *self.pl.leaf();
         let r = *self.pr.leaf();
-        let depth = self.pl.depth;
+        let depth = self.pl.depth();
         if l.node != r.node {
             return None;
         }
@@ -743,7 +767,7 @@ impl Rebuild<'_, '_> {
         if let Some((removed, added)) = gaps {
             // The leaf's largest gap before the write is what its parent
             // records.
-            let parent = self.pl.levels[depth - 2];
+            let parent = *self.pl.level(depth - 2);
             let recorded = parent.node.gap(parent.slot);
             let gap = largest_gap_after(recorded, added, removed, || l.node.leaf_gap(l.min, l.max));
             self.fix_gaps(depth - 1, gap);
@@ -755,7 +779,7 @@ impl Rebuild<'_, '_> {
     /// parent, and so on upwards while the recorded maximum changes.
     fn fix_gaps(&mut self, d: usize, mut gap: u64) {
         for e in (0..d).rev() {
-            let level = self.pl.levels[e];
+            let level = *self.pl.level(e);
             let old = level.node.gap(level.slot);
             if old == gap {
                 break; // unchanged here, so unchanged above
@@ -767,7 +791,7 @@ impl Rebuild<'_, '_> {
             // The node's largest gap before this change is what its
             // parent records for it (levels above the write are as the
             // last write left them), so it need not be scanned for.
-            let parent = self.pl.levels[e - 1];
+            let parent = *self.pl.level(e - 1);
             let before = parent.node.gap(parent.slot);
             let after = largest_gap_after(before, gap, old, || level.node.max_child_gap());
             if before == after {
@@ -786,7 +810,7 @@ impl Rebuild<'_, '_> {
     /// `old` itself, rewritten in place and kept (no reader can see it
     /// change, so the copy that readers need is not made, and nothing is
     /// allocated or freed); otherwise a new node.
-    fn rebuild_node(&mut self, leaf: bool, items: &[Item], old: Option<NodePtr>) -> NodePtr {
+    fn rebuild_node(&mut self, leaf: bool, items: &[Item], old: Option<NodeRef<'w>>) -> NodePtr {
         match (self.access, old) {
             (Access::Exclusive, Some(old)) => {
                 // SAFETY: `Access::Exclusive` is only used where no reader
@@ -795,8 +819,8 @@ impl Rebuild<'_, '_> {
                 // this type, and its content was copied into `items`' buffer
                 // before any node of the level was rewritten.
                 unsafe { old.overwrite(items) };
-                self.retired.kept.push(old);
-                old
+                self.retired.kept.push(old.ptr());
+                old.ptr()
             }
             _ => self.new_node(leaf, items),
         }
@@ -809,10 +833,10 @@ impl Rebuild<'_, '_> {
         // Two buffers, alternating: each level's content is built into the
         // other one, so no buffer is copied as a whole.
         let mut cur = 0;
-        let depth = self.pl.depth;
+        let depth = self.pl.depth();
         let mut d = depth - 1;
-        let mut left = self.pl.levels[d];
-        let mut right = self.pr.levels[d];
+        let mut left = *self.pl.level(d);
+        let mut right = *self.pr.level(d);
         loop {
             let leaf = d == depth - 1;
             let (cap, least) = if leaf {
@@ -834,7 +858,7 @@ impl Rebuild<'_, '_> {
                 // if the pair then fits in two nodes (as the kernel pushes
                 // data left or right). The same two nodes are written as in
                 // a split, but fuller, so random inserts leave a denser tree.
-                let parent = self.pl.levels[d - 1];
+                let parent = *self.pl.level(d - 1);
                 let fill = |slot: usize| parent.node.child(slot).len();
                 let left_fill = (parent.slot > 0).then(|| fill(parent.slot - 1));
                 let right_fill =
@@ -857,8 +881,8 @@ impl Rebuild<'_, '_> {
                     cur = self.absorb(bufs, cur, d, forward, &mut left, &mut right);
                 }
             }
-            self.retired.node(left.node);
-            self.retired.node(right.node);
+            self.retired.node(left.node.ptr());
+            self.retired.node(right.node.ptr());
             let rightmost = right.max == u64::MAX;
             let buf = &bufs[cur];
             if left.node == right.node
@@ -904,7 +928,7 @@ impl Rebuild<'_, '_> {
                 tree.root.store(root.raw(), Ordering::Release);
                 return 0;
             }
-            let (pleft, pright) = (self.pl.levels[d - 1], self.pr.levels[d - 1]);
+            let (pleft, pright) = (*self.pl.level(d - 1), *self.pr.level(d - 1));
             cur = 1 - cur;
             let next = &mut bufs[cur];
             next.len = 0;
@@ -928,15 +952,15 @@ impl Rebuild<'_, '_> {
         cur: usize,
         d: usize,
         forward: bool,
-        left: &mut Level,
-        right: &mut Level,
+        left: &mut Level<'w>,
+        right: &mut Level<'w>,
     ) -> usize {
         if forward {
-            *right = self.pr.levels[d];
+            *right = *self.pr.level(d);
             bufs[cur].extend_from(right, 0..right.node.len());
             return cur;
         }
-        *left = self.pl.levels[d];
+        *left = *self.pl.level(d);
         let (a, b) = bufs.split_at_mut(1);
         let (from, into) = if cur == 0 {
             (&a[0], &mut b[0])
@@ -960,7 +984,7 @@ impl Rebuild<'_, '_> {
         tree: &MapleTree<T, O>,
         d: usize,
         leaf: bool,
-        old: &Level,
+        old: &Level<'w>,
         buf: &Buf,
     ) {
         let items = buf.as_slice();
@@ -969,17 +993,21 @@ impl Rebuild<'_, '_> {
                 None // nothing left
             } else if !leaf && items.len() == 1 {
                 // A root with one child hands the tree to the child.
-                let mut child = NodePtr::from_raw(items[0].ptr).expect("child");
+                let child = NodePtr::from_raw(items[0].ptr).expect("child");
+                // SAFETY: the root's one child is a node of this write (one
+                // it built, or kept from the old root's level), and nothing
+                // frees it before `finish`, after its last use here.
+                let mut child = unsafe { child.get::<'w>() };
                 while !child.is_leaf() && child.len() == 1 {
-                    self.retired.dropped(child);
+                    self.retired.dropped(child.ptr());
                     child = child.child(0);
                 }
                 if child.is_leaf() && child.len() == 1 && child.slot(0).is_null() {
                     // Everything was erased.
-                    self.retired.dropped(child);
+                    self.retired.dropped(child.ptr());
                     None
                 } else {
-                    Some(child)
+                    Some(child.ptr())
                 }
             } else {
                 Some(self.rebuild_node(leaf, items, Some(old.node)))
@@ -988,9 +1016,9 @@ impl Rebuild<'_, '_> {
             tree.root.store(raw, Ordering::Release);
             return;
         }
-        let parent = self.pl.levels[d - 1];
+        let parent = *self.pl.level(d - 1);
         let node = self.rebuild_node(leaf, items, Some(old.node));
-        if node != old.node {
+        if node != old.node.ptr() {
             parent.node.publish_child(parent.slot, node);
         }
         // Fix the recorded gaps upwards while they change.
@@ -1015,7 +1043,10 @@ impl Rebuild<'_, '_> {
                 // Mark after publishing, before the grace period starts: a
                 // reader that reaches a replaced node from now on restarts.
                 for n in self.retired.run.iter().chain(&self.retired.subtrees) {
-                    n.mark_dead();
+                    // SAFETY: a node this write unlinked: not yet freed, and
+                    // freed only after the grace period that `guard`, pinned
+                    // by this write, holds back.
+                    unsafe { n.get() }.mark_dead();
                 }
                 // One deferred call per node or value, each a closure of
                 // one pointer, which the collector stores without
