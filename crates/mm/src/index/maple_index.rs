@@ -18,18 +18,6 @@ pub(crate) struct MapleIndex {
     sharing: Arc<Sharing>,
 }
 
-/// The guard a read through `&self` uses: none, as every writer is
-/// excluded (see [`MapleIndex::guard`]).
-struct ReadGuard(());
-
-impl ReadGuard {
-    fn get(&self) -> &maple::Guard {
-        // SAFETY: a `ReadGuard` is only made by `MapleIndex::guard`, which
-        // states why no write can run while the reads are in use.
-        unsafe { maple::unprotected() }
-    }
-}
-
 impl MapleIndex {
     /// An empty index.
     pub fn new() -> MapleIndex {
@@ -45,8 +33,11 @@ impl MapleIndex {
     /// borrow ends); the fault path's handle only reads. So reads under
     /// `mmap_lock` pin no grace period and pay no fence, as the kernel's
     /// reads under the lock take no `rcu_read_lock`.
-    fn guard(&self) -> ReadGuard {
-        ReadGuard(())
+    fn guard(&self) -> &maple::Guard {
+        // SAFETY: as above: while the returned reference (tied to `&self`)
+        // is in use, no write of the tree can run, so nothing it reads is
+        // retired or freed.
+        unsafe { maple::unprotected() }
     }
 }
 
@@ -63,20 +54,20 @@ impl VmaIndex for MapleIndex {
 
     fn find(&self, addr: u64) -> Option<Arc<Vma>> {
         let guard = self.guard();
-        self.tree.load(addr, guard.get()).map(ArcRef::to_arc)
+        self.tree.load(addr, guard).map(ArcRef::to_arc)
     }
 
     fn find_next(&self, addr: u64) -> Option<Arc<Vma>> {
         let guard = self.guard();
         self.tree
-            .find(addr, u64::MAX, guard.get())
+            .find(addr, u64::MAX, guard)
             .map(|e| e.value().to_arc())
     }
 
     fn find_prev(&self, addr: u64) -> Option<Arc<Vma>> {
         let guard = self.guard();
         self.tree
-            .find_rev(addr.checked_sub(1)?, 0, guard.get())
+            .find_rev(addr.checked_sub(1)?, 0, guard)
             .map(|e| e.value().to_arc())
     }
 
@@ -89,7 +80,7 @@ impl VmaIndex for MapleIndex {
         // up two).
         let guard = self.guard();
         let mut from = start;
-        while let Some(e) = self.tree.find(from, end - 1, guard.get()) {
+        while let Some(e) = self.tree.find(from, end - 1, guard) {
             out.push(e.value().to_arc());
             match e.last().checked_add(1) {
                 Some(next) if next < end => from = next,
@@ -148,10 +139,7 @@ impl VmaIndex for MapleIndex {
             return None;
         }
         let guard = self.guard();
-        let a = self
-            .tree
-            .empty_area_rev(low, high - 1, len, guard.get())
-            .ok()?;
+        let a = self.tree.empty_area_rev(low, high - 1, len, guard).ok()?;
         Some(a + len)
     }
 
@@ -160,12 +148,12 @@ impl VmaIndex for MapleIndex {
             return None;
         }
         let guard = self.guard();
-        self.tree.empty_area(low, high - 1, len, guard.get()).ok()
+        self.tree.empty_area(low, high - 1, len, guard).ok()
     }
 
     fn for_each(&self, f: &mut dyn FnMut(&Arc<Vma>)) {
         let guard = self.guard();
-        for e in self.tree.iter(guard.get()) {
+        for e in self.tree.iter(guard) {
             e.value().with_arc(&mut *f)
         }
     }
