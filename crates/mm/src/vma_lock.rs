@@ -27,20 +27,20 @@ impl VmaLock {
 
     /// Take a read lock if no writer has claimed the VMA, held until the
     /// guard drops (as `lock_vma_under_rcu` and `vma_end_read` pair up).
+    /// The guard is the only way to hold or release a read lock, so every
+    /// release matches an acquisition.
     #[inline]
-    pub(crate) fn try_read_guard(&self) -> Option<VmaReadGuard<'_>> {
-        self.try_read().then_some(VmaReadGuard(self))
-    }
-
-    /// Take a read lock if no writer has claimed the VMA; the caller
-    /// releases it with [`read_unlock`](Self::read_unlock).
-    #[inline]
-    pub(crate) fn try_read(&self) -> bool {
+    pub(crate) fn try_read(&self) -> Option<VmaReadGuard<'_>> {
         let mut s = self.state.load(Ordering::Relaxed);
         loop {
             if s & WRITER != 0 {
                 lockstat::try_failed(LockClass::VmaLock);
-                return false;
+                // The mutation check of `.ci/run` builds the bug this
+                // shape rules out: a guard made for the failed attempt
+                // and dropped. The shuttle model below must fail then.
+                #[cfg(vmscale_mutant = "eager_guard")]
+                drop(VmaReadGuard(self));
+                return None;
             }
             match self
                 .state
@@ -48,17 +48,15 @@ impl VmaLock {
             {
                 Ok(_) => {
                     lockstat::acquired(LockClass::VmaLock);
-                    return true;
+                    // Built only here, after the CAS: a guard made for a
+                    // failed attempt (say by an eager `bool::then_some`)
+                    // would release a hold nobody took, and let a writer
+                    // in beside a reader.
+                    return Some(VmaReadGuard(self));
                 }
                 Err(now) => s = now,
             }
         }
-    }
-
-    /// Drop a read lock taken by [`try_read`](Self::try_read).
-    #[inline]
-    pub(crate) fn read_unlock(&self) {
-        self.state.fetch_sub(1, Ordering::Release);
     }
 
     /// Claim the VMA for a writer and wait until no reader is inside.
@@ -100,7 +98,52 @@ pub(crate) struct VmaReadGuard<'a>(&'a VmaLock);
 impl Drop for VmaReadGuard<'_> {
     #[inline]
     fn drop(&mut self) {
-        self.0.read_unlock();
+        // Release: the reader's accesses to the VMA happen before a
+        // writer that sees the count drop goes on to replace it.
+        self.0.state.fetch_sub(1, Ordering::Release);
+    }
+}
+
+#[cfg(all(test, not(vmscale_shuttle)))]
+mod tests {
+    use super::*;
+
+    /// A try-lock that fails against a claimed VMA must leave the count
+    /// alone: a release for it would let the writer in beside the reader
+    /// still inside (and, once the count went below the writer bit, leave
+    /// the writer waiting for good).
+    #[test]
+    fn failed_try_read_leaves_the_readers_count_alone() {
+        let lock = VmaLock::new();
+        let held = lock.try_read().expect("unclaimed");
+        std::thread::scope(|s| {
+            let writer = s.spawn(|| lock.write_lock());
+            while !lock.is_write_locked() {
+                std::thread::yield_now();
+            }
+            for _ in 0..3 {
+                assert!(lock.try_read().is_none(), "claimed by the writer");
+            }
+            // The writer still waits for the one reader inside.
+            assert_eq!(lock.state.load(Ordering::SeqCst), WRITER | 1);
+            assert!(!writer.is_finished());
+            drop(held);
+            writer.join().unwrap();
+        });
+        assert_eq!(lock.state.load(Ordering::SeqCst), WRITER);
+        assert!(lock.try_read().is_none());
+    }
+
+    #[test]
+    fn readers_share_and_release() {
+        let lock = VmaLock::new();
+        let a = lock.try_read().unwrap();
+        let b = lock.try_read().unwrap();
+        assert_eq!(lock.state.load(Ordering::SeqCst), 2);
+        drop((a, b));
+        lock.write_lock();
+        lock.write_lock(); // idempotent
+        assert_eq!(lock.state.load(Ordering::SeqCst), WRITER);
     }
 }
 
@@ -160,14 +203,20 @@ mod shuttle_model {
                 thread::spawn(move || {
                     let g = maple::pin();
                     let v = tree.load(START + 0x1000, &g).unwrap();
-                    if v.lock().try_read() {
-                        let writable = v.flags().contains(VmFlags::WRITE);
-                        assert!(
-                            !(writable && published.load(Ordering::SeqCst)),
-                            "a fault holds the old VMA while its replacement is published"
-                        );
-                        v.lock().read_unlock();
-                    } else {
+                    let served = match v.lock().try_read() {
+                        Some(held) => {
+                            let writable = v.flags().contains(VmFlags::WRITE);
+                            thread::yield_now();
+                            assert!(
+                                !(writable && published.load(Ordering::SeqCst)),
+                                "a fault holds the old VMA while its replacement is published"
+                            );
+                            drop(held);
+                            true
+                        }
+                        None => false,
+                    };
+                    if !served {
                         // The fallback: mmap_lock, i.e. wait for the writer.
                         drop(g);
                         while !done.load(Ordering::SeqCst) {
@@ -179,8 +228,10 @@ mod shuttle_model {
                             !v.flags().contains(VmFlags::WRITE),
                             "fallback saw the old VMA"
                         );
-                        assert!(v.lock().try_read(), "the new VMA must be lockable");
-                        v.lock().read_unlock();
+                        assert!(
+                            v.lock().try_read().is_some(),
+                            "the new VMA must be lockable"
+                        );
                     }
                 })
             })

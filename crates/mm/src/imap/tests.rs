@@ -223,7 +223,7 @@ fn the_address_space_keeps_the_map_in_step() {
 #[cfg(vmscale_shuttle)]
 mod shuttle_model {
     use super::*;
-    use crate::policy::{AdaptiveConfig, Policy};
+    use crate::policy::AdaptiveConfig;
     use shuttle::sync::Arc as SArc;
     use shuttle::thread;
 

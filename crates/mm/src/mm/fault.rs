@@ -109,7 +109,7 @@ fn lockless_fault(
     access: Access,
 ) -> Option<Result<FaultPath, FaultError>> {
     let vma = h.tree.load(addr, guard)?.get();
-    let held = vma.lock().try_read_guard()?;
+    let held = vma.lock().try_read()?;
     let verdict = check(vma, addr, access);
     drop(held);
     match verdict {
