@@ -266,7 +266,12 @@ fn record_checks_out_before_starting_the_program() {
     for out_path in &bad {
         let out = record(out_path, &["/bin/sh", "-c", &script]);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{}: {stderr}", out_path.display());
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{}: {stderr}",
+            out_path.display()
+        );
         assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
         assert!(
             stderr.starts_with("error: record: ")

@@ -6,8 +6,10 @@
 //! what a system-call trace cannot show (which VMAs got an anon_vma from a
 //! write fault, how far a stack grew) and records the change as a `sync`
 //! event; at the exit it records the call with its arguments and result.
-//! Fork, vfork, clone, exec and exit events track which tasks share an
-//! address space.
+//! Arguments that live in the caller's memory (a `PR_SET_VMA_ANON_NAME`
+//! name, a userfaultfd registration's structure) are read at the entry,
+//! through `/proc/<pid>/mem`, as the kernel reads them. Fork, vfork,
+//! clone, exec and exit events track which tasks share an address space.
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::fs;

@@ -194,12 +194,11 @@ fn recorder_side() {
     // The child got a space of its own, forked from the process's.
     let (space, pid, addr) = mmap_of(CHILD_LEN);
     assert!(
-        ev.iter().any(|e| *e
-            == Event::Fork {
-                parent: root,
-                space,
-                pid
-            }),
+        ev.contains(&Event::Fork {
+            parent: root,
+            space,
+            pid
+        }),
         "no fork event for the child's space {space} (pid {pid})"
     );
     assert!(pid != leader && pid != main_pid);
@@ -217,17 +216,15 @@ fn recorder_side() {
             .collect::<Vec<_>>()
     };
     let page = 0x1000;
-    assert_eq!(
-        find("madvise"),
-        [&Event::Madvise {
-            space: root,
-            pid: main_pid,
-            addr: Hex(main_addr),
-            len: Hex(MAIN_LEN),
-            advice: Hex(libc::MADV_NOHUGEPAGE as u64),
-            ret: Ret(0)
-        }]
-    );
+    // (The C library may make madvise calls of its own.)
+    assert!(find("madvise").contains(&&Event::Madvise {
+        space: root,
+        pid: main_pid,
+        addr: Hex(main_addr),
+        len: Hex(MAIN_LEN),
+        advice: Hex(libc::MADV_NOHUGEPAGE as u64),
+        ret: Ret(0)
+    }));
     assert!(
         matches!(find("mlock")[..], [Event::Mlock { addr: Hex(a), len: Hex(0x1000), ret: Ret(0), .. }] if *a == main_addr)
     );
