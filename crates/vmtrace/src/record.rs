@@ -732,11 +732,14 @@ impl Recorder {
                 },
                 ret,
             },
+            // pkey_alloc's arguments and pkey_mprotect's prot are unsigned
+            // longs: all 64 bits count (the int arguments above are cut to
+            // 32 bits, as the kernel cuts them).
             (Kind::Vma, libc::SYS_pkey_alloc) => Event::PkeyAlloc {
                 space,
                 pid,
-                flags: Hex(a[0].0 & 0xffff_ffff),
-                access_rights: Hex(a[1].0 & 0xffff_ffff),
+                flags: a[0],
+                access_rights: a[1],
                 ret,
             },
             (Kind::Vma, libc::SYS_pkey_mprotect) => Event::PkeyMprotect {
@@ -744,7 +747,7 @@ impl Recorder {
                 pid,
                 addr: a[0],
                 len: a[1],
-                prot: Hex(a[2].0 & 0xffff_ffff),
+                prot: a[2],
                 pkey: a[3].0 as i32,
                 ret,
             },
