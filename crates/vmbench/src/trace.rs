@@ -18,8 +18,10 @@ use vmresults::output::OutputFile;
 pub struct RecordArgs {
     /// Where to write the trace (JSON): absent, or a regular file, which
     /// is replaced only once the new trace is complete (a failed or
-    /// interrupted recording leaves it as it was). vmbench exits with the
-    /// recorded program's status (128 + N for a signal).
+    /// interrupted recording leaves it as it was). Checked before the
+    /// command starts: a path that cannot be written fails with status 1
+    /// and the command never runs. vmbench exits with the recorded
+    /// program's status (128 + N for a signal).
     #[arg(long, short)]
     pub out: PathBuf,
 
