@@ -525,7 +525,8 @@ pub enum Event {
         /// `UFFDIO_REGISTER_MODE_*` bits.
         mode: Hex,
         /// The structure could not be read (the kernel then fails with
-        /// `EFAULT`); `addr`, `len` and `mode` are 0.
+        /// `EFAULT`, or with `EINVAL` on a descriptor that has not made
+        /// its `UFFDIO_API` handshake); `addr`, `len` and `mode` are 0.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         unreadable: bool,
         /// The kernel's result.
