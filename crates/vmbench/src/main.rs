@@ -57,7 +57,10 @@ enum Command {
     /// statistics.
     Run(cli::run::RunArgs),
     /// Run a real command with address-space randomisation off and record
-    /// its initial map and every mmap/munmap/mprotect/mremap/brk call.
+    /// its initial map and every mmap/munmap/mprotect/mremap/brk call, and
+    /// the madvise, mlock, mseal, VMA-name, protection-key and
+    /// userfaultfd-registration calls, following its threads and
+    /// children; exits with the command's status (128 + N for signal N).
     Record(trace::RecordArgs),
     /// Replay a recorded trace on the model and report every difference.
     Replay(trace::ReplayArgs),

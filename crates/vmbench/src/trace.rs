@@ -18,8 +18,10 @@ use vmresults::output::OutputFile;
 pub struct RecordArgs {
     /// Where to write the trace (JSON): absent, or a regular file, which
     /// is replaced only once the new trace is complete (a failed or
-    /// interrupted recording leaves it as it was). vmbench exits with the
-    /// recorded program's status (128 + N for a signal).
+    /// interrupted recording leaves it as it was). Checked before the
+    /// command starts: a path that cannot be written fails with status 1
+    /// and the command never runs. vmbench exits with the recorded
+    /// program's status (128 + N for a signal).
     #[arg(long, short)]
     pub out: PathBuf,
 
@@ -75,13 +77,18 @@ pub fn record(args: &RecordArgs) -> Result<u8, BenchError> {
     out.write_all(text.as_bytes())?;
     out.commit()?;
     let calls = trace.events.iter().filter(|e| e.is_call()).count();
+    let unmodelled = trace
+        .events
+        .iter()
+        .filter(|e| e.unmodelled().is_some())
+        .count();
     let spaces = trace
         .events
         .iter()
         .filter(|e| matches!(e, Event::Exec { .. } | Event::Fork { .. }))
         .count();
     eprintln!(
-        "vmbench record: {} ({}): {calls} calls in {spaces} address spaces, {} events, written to {}",
+        "vmbench record: {} ({}): {calls} calls (and {unmodelled} the model does not replay) in {spaces} address spaces, {} events, written to {}",
         quote(&args.command),
         trace.status,
         trace.events.len(),
@@ -135,8 +142,18 @@ pub fn replay(args: &ReplayArgs) -> Result<(), BenchError> {
         .iter()
         .map(|(name, n)| format!("{name} {n}"))
         .collect();
+    let unmodelled: Vec<String> = outcome
+        .not_modelled
+        .iter()
+        .map(|(name, n)| format!("{name} {n}"))
+        .collect();
+    let unmodelled = if unmodelled.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", unmodelled.join(", "))
+    };
     text.push_str(&format!(
-        "replay {} [{}] index {}: {} calls ({}), {} address spaces, {} final maps, {} not modelled, {} differences\n",
+        "replay {} [{}] index {}: {} calls ({}), {} address spaces, {} final maps, {} not modelled{unmodelled}, {} differences\n",
         args.trace.display(),
         quote(&trace.command),
         args.index,

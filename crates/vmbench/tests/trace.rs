@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use assert_cmd::Command;
 
 /// The committed fixtures and the least number of calls each holds.
-const FIXTURES: [(&str, usize); 5] = [
+const FIXTURES: [(&str, usize); 7] = [
     // env -i /bin/ls -d /          (exec chain env -> ls, shared libraries)
     ("ls.json", 50),
     // env -i /bin/sh -c '/bin/true | /bin/cat; /bin/echo done'   (forks, execs)
@@ -20,6 +20,10 @@ const FIXTURES: [(&str, usize); 5] = [
     ("anon-vma.json", 80),
     // python3 -c "$(cat edge-cases.py)"  (errno paths, GROWSDOWN, mremap modes)
     ("edge-cases.json", 110),
+    // env -i /usr/bin/java -version  (a JVM: threads, reserved heaps, madvise)
+    ("java-version.json", 450),
+    // env -i /usr/bin/node -e "console.log(1+1)"  (V8: madvise, pkey_alloc)
+    ("node-e.json", 190),
 ];
 
 fn fixture(name: &str) -> PathBuf {
@@ -242,6 +246,54 @@ fn record_refuses_a_missing_command() {
     assert!(!out.status.success());
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
     assert!(stderr.contains("/nonexistent/dir/t.json"), "{stderr}");
+}
+
+/// `--out` is checked before the program starts: a path that cannot be
+/// written fails with one line naming it and status 1, and the program
+/// never ran (it would have left a marker file).
+#[test]
+fn record_checks_out_before_starting_the_program() {
+    let marker = scratch("ran-marker");
+    let _ = std::fs::remove_file(&marker);
+    let script = format!("echo ran > '{}'; exit 5", marker.display());
+    let dir = std::env::temp_dir();
+    let bad = [
+        PathBuf::from("/nonexistent/dir/t.json"),
+        // A directory, and a place nothing can be created in, even as root.
+        dir.clone(),
+        PathBuf::from("/proc/vmbench-test-out.json"),
+    ];
+    for out_path in &bad {
+        let out = record(out_path, &["/bin/sh", "-c", &script]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{}: {stderr}",
+            out_path.display()
+        );
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.starts_with("error: record: ")
+                && stderr.contains(&out_path.display().to_string()),
+            "{stderr}"
+        );
+        assert!(
+            !marker.exists(),
+            "the program ran although --out {} cannot be written",
+            out_path.display()
+        );
+    }
+    // The marker does appear when --out is fine (where ptrace works), and
+    // the program's status comes back.
+    if ptrace_works() {
+        let path = scratch("marker-trace.json");
+        let out = record(&path, &["/bin/sh", "-c", &script]);
+        assert_eq!(out.status.code(), Some(5));
+        assert!(marker.exists());
+        let _ = std::fs::remove_file(&path);
+        let _ = std::fs::remove_file(&marker);
+    }
 }
 
 /// Whether this machine lets `vmbench record` trace (containers may not).

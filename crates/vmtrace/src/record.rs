@@ -6,8 +6,10 @@
 //! what a system-call trace cannot show (which VMAs got an anon_vma from a
 //! write fault, how far a stack grew) and records the change as a `sync`
 //! event; at the exit it records the call with its arguments and result.
-//! Fork, vfork, clone, exec and exit events track which tasks share an
-//! address space.
+//! Arguments that live in the caller's memory (a `PR_SET_VMA_ANON_NAME`
+//! name, a userfaultfd registration's structure) are read at the entry,
+//! through `/proc/<pid>/mem`, as the kernel reads them. Fork, vfork,
+//! clone, exec and exit events track which tasks share an address space.
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::fs;
@@ -16,17 +18,29 @@ use std::io;
 use mm::procmaps::{self, SmapsEntry};
 use mm::VmFlags;
 
-use crate::format::{Event, FileInfo, Hex, Ret, SmapsLine, Sysctl, Trace, FORMAT, VERSION};
+use crate::format::{
+    Event, FileInfo, Hex, Ret, SmapsLine, Sysctl, Trace, ANON_NAME_READ, FORMAT, VERSION,
+};
 use crate::ptrace::{self, event, Pid, Status, SyscallInfo};
 
 /// Highest user address plus one (x86-64, 4-level page tables); mappings
 /// above it (`[vsyscall]`) are not VMAs.
 const TASK_SIZE: u64 = mm::layout::TASK_SIZE_X86_64;
 
-/// `madvise` advices that change a VMA's flags (and so may split it).
-const FLAG_ADVICES: [u64; 13] = [0, 1, 2, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19];
-/// `prctl(PR_SET_VMA, ...)`: names anonymous VMAs.
+/// `prctl(PR_SET_VMA, ...)`: options on VMAs.
 const PR_SET_VMA: u64 = 0x5356_4d41;
+/// Its one option so far: name anonymous VMAs.
+const PR_SET_VMA_ANON_NAME: u64 = 0;
+/// `mseal` (x86-64; `libc` does not name it yet).
+const SYS_MSEAL: i64 = 462;
+/// `_IOWR(0xAA, 0x00, struct uffdio_register)`.
+const UFFDIO_REGISTER: u32 = 0xc020_aa00;
+/// `_IOR(0xAA, 0x01, struct uffdio_range)`.
+const UFFDIO_UNREGISTER: u32 = 0x8010_aa01;
+/// What `/proc/<pid>/fd/N` reads for a userfaultfd, made either by the
+/// `userfaultfd` system call or by `/dev/userfaultfd`'s
+/// `USERFAULTFD_IOC_NEW`.
+const USERFAULTFD_LINK: &str = "anon_inode:[userfaultfd]";
 
 /// How the recorder treats a system call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +49,13 @@ enum Kind {
     Ignore,
     /// One of the calls the model replays.
     Replayed,
+    /// A call with an event of its own that the model is gaining
+    /// (`madvise`, the `mlock` family, `mseal`, VMA names, protection
+    /// keys).
+    Vma,
+    /// An `ioctl` whose number is a userfaultfd registration: recorded
+    /// when the descriptor is a userfaultfd.
+    Uffd,
     /// Changes VMAs in ways the model does not implement.
     Unmodelled(&'static str),
     /// Creates a task.
@@ -53,24 +74,92 @@ fn kind(nr: u64, args: &[u64; 6]) -> Kind {
         | libc::SYS_mprotect
         | libc::SYS_mremap
         | libc::SYS_brk => Kind::Replayed,
+        // With key -1, pkey_mprotect is mprotect.
         libc::SYS_pkey_mprotect if args[3] as i32 == -1 => Kind::Replayed,
-        libc::SYS_pkey_mprotect => Kind::Unmodelled("pkey_mprotect"),
-        libc::SYS_madvise if FLAG_ADVICES.contains(&args[2]) => Kind::Unmodelled("madvise"),
-        libc::SYS_mlock => Kind::Unmodelled("mlock"),
-        libc::SYS_mlock2 => Kind::Unmodelled("mlock2"),
-        libc::SYS_munlock => Kind::Unmodelled("munlock"),
-        libc::SYS_mlockall => Kind::Unmodelled("mlockall"),
-        libc::SYS_munlockall => Kind::Unmodelled("munlockall"),
+        libc::SYS_pkey_mprotect
+        | libc::SYS_pkey_alloc
+        | libc::SYS_pkey_free
+        | libc::SYS_madvise
+        | libc::SYS_mlock
+        | libc::SYS_mlock2
+        | libc::SYS_munlock
+        | libc::SYS_mlockall
+        | libc::SYS_munlockall
+        | SYS_MSEAL => Kind::Vma,
+        libc::SYS_prctl if args[0] == PR_SET_VMA && args[1] == PR_SET_VMA_ANON_NAME => Kind::Vma,
+        libc::SYS_prctl if args[0] == PR_SET_VMA => Kind::Unmodelled("prctl(PR_SET_VMA)"),
+        libc::SYS_ioctl if matches!(args[1] as u32, UFFDIO_REGISTER | UFFDIO_UNREGISTER) => {
+            Kind::Uffd
+        }
         libc::SYS_shmat => Kind::Unmodelled("shmat"),
         libc::SYS_shmdt => Kind::Unmodelled("shmdt"),
         libc::SYS_remap_file_pages => Kind::Unmodelled("remap_file_pages"),
         libc::SYS_process_madvise => Kind::Unmodelled("process_madvise"),
-        462 => Kind::Unmodelled("mseal"),
-        libc::SYS_prctl if args[0] == PR_SET_VMA => Kind::Unmodelled("prctl(PR_SET_VMA)"),
         libc::SYS_clone | libc::SYS_clone3 | libc::SYS_fork | libc::SYS_vfork => Kind::Clone,
         libc::SYS_execve | libc::SYS_execveat => Kind::Exec,
         _ => Kind::Ignore,
     }
+}
+
+/// What the recorder reads from the task at a call's entry, for the
+/// event it writes at the exit.
+#[derive(Debug, Clone, Default)]
+enum Extra {
+    /// Nothing.
+    #[default]
+    None,
+    /// For `mmap` of a file: its index in the file table and its size.
+    File(usize, u64),
+    /// For `PR_SET_VMA_ANON_NAME`: the name (see
+    /// [`Event::SetVmaAnonName`]).
+    Name(Option<String>),
+    /// For a userfaultfd registration: the words of its structure
+    /// (`start`, `len` and, for `UFFDIO_REGISTER`, `mode`), or `None`
+    /// when they could not be read.
+    Uffd(Option<[u64; 3]>),
+}
+
+/// Up to `len` bytes of `pid`'s memory at `addr`, read through
+/// `/proc/<pid>/mem` (which, unlike `PTRACE_PEEKDATA`, reads up to an
+/// unmapped page without failing on the bytes before it). Fewer bytes
+/// come back when the range runs into memory that cannot be read.
+fn read_mem(pid: Pid, addr: u64, len: usize) -> Vec<u8> {
+    use std::os::unix::fs::FileExt as _;
+    let mut buf = vec![0; len];
+    let Ok(mem) = fs::File::open(format!("/proc/{pid}/mem")) else {
+        return Vec::new();
+    };
+    let mut got = 0;
+    while got < len {
+        match mem.read_at(&mut buf[got..], addr.wrapping_add(got as u64)) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n,
+        }
+    }
+    buf.truncate(got);
+    buf
+}
+
+/// The name a `PR_SET_VMA_ANON_NAME` call passes, as the kernel reads it:
+/// the bytes up to the NUL, or all `ANON_NAME_READ` of them when none is
+/// a NUL. `None` when the memory ends before either (the kernel's
+/// `EFAULT`).
+fn anon_name(bytes: &[u8]) -> Option<String> {
+    let text = match bytes.iter().position(|&b| b == 0) {
+        Some(nul) => &bytes[..nul],
+        None if bytes.len() == ANON_NAME_READ => bytes,
+        None => return None,
+    };
+    Some(String::from_utf8_lossy(text).into_owned())
+}
+
+/// Little-endian 64-bit words of `bytes`, if it holds `N` of them.
+fn words<const N: usize>(bytes: &[u8]) -> Option<[u64; N]> {
+    let mut out = [0; N];
+    for (i, w) in out.iter_mut().enumerate() {
+        *w = u64::from_le_bytes(bytes.get(i * 8..i * 8 + 8)?.try_into().ok()?);
+    }
+    Some(out)
 }
 
 /// A call seen at its entry, waiting for its exit.
@@ -79,8 +168,8 @@ struct Pending {
     nr: u64,
     args: [u64; 6],
     kind: Kind,
-    /// For `mmap` of a file: its index in the file table and its size.
-    file: Option<(usize, u64)>,
+    /// What was read at the entry.
+    extra: Extra,
 }
 
 #[derive(Debug)]
@@ -428,18 +517,21 @@ impl Recorder {
                          only 64-bit x86-64 programs can be recorded"
                     ));
                 }
-                let kind = kind(nr, &args);
+                let mut kind = kind(nr, &args);
+                if kind == Kind::Uffd && !is_userfaultfd(pid, args[0]) {
+                    kind = Kind::Ignore;
+                }
                 task.pending = Some(Pending {
                     nr,
                     args,
                     kind,
-                    file: None,
+                    extra: Extra::None,
                 });
                 match kind {
                     Kind::Ignore => {}
                     // The old address space ends here if the exec works.
                     Kind::Exec => self.capture_final(pid, space),
-                    Kind::Replayed | Kind::Unmodelled(_) | Kind::Clone => {
+                    Kind::Replayed | Kind::Vma | Kind::Uffd | Kind::Unmodelled(_) | Kind::Clone => {
                         match self.busy.get(&space) {
                             Some(&other) if other != pid => {
                                 self.waiting.entry(space).or_default().push_back(pid);
@@ -471,7 +563,7 @@ impl Recorder {
         let Some(task) = self.tasks.get_mut(&pid) else {
             return;
         };
-        let Some(Pending { nr, args, .. }) = task.pending.clone() else {
+        let Some(Pending { nr, args, kind, .. }) = task.pending.clone() else {
             return;
         };
         match nr as i64 {
@@ -483,12 +575,30 @@ impl Recorder {
             _ => {}
         }
         self.sync(pid, space);
-        let anonymous = args[3] & libc::MAP_ANONYMOUS as u64 != 0;
-        if nr as i64 == libc::SYS_mmap && !anonymous {
-            let file = self.resolve_fd(pid, args[4] as i32);
-            if let Some(p) = self.tasks.get_mut(&pid).and_then(|t| t.pending.as_mut()) {
-                p.file = file;
+        let extra = match nr as i64 {
+            libc::SYS_mmap if args[3] & libc::MAP_ANONYMOUS as u64 == 0 => {
+                match self.resolve_fd(pid, args[4] as i32) {
+                    Some((id, size)) => Extra::File(id, size),
+                    None => Extra::None,
+                }
             }
+            libc::SYS_prctl if kind == Kind::Vma && args[4] == 0 => Extra::Name(None),
+            libc::SYS_prctl if kind == Kind::Vma => {
+                Extra::Name(anon_name(&read_mem(pid, args[4], ANON_NAME_READ)))
+            }
+            libc::SYS_ioctl if kind == Kind::Uffd => {
+                let register = args[1] as u32 == UFFDIO_REGISTER;
+                let bytes = read_mem(pid, args[2], if register { 24 } else { 16 });
+                Extra::Uffd(if register {
+                    words::<3>(&bytes)
+                } else {
+                    words::<2>(&bytes).map(|[start, len]| [start, len, 0])
+                })
+            }
+            _ => Extra::None,
+        };
+        if let Some(p) = self.tasks.get_mut(&pid).and_then(|t| t.pending.as_mut()) {
+            p.extra = extra;
         }
     }
 
@@ -523,8 +633,14 @@ impl Recorder {
                 flags: Hex(a[3].0 & 0xffff_ffff),
                 fd: a[4].0 as i32,
                 off: a[5],
-                file: p.file.map(|f| f.0),
-                file_size: p.file.map(|f| Hex(f.1)),
+                file: match p.extra {
+                    Extra::File(id, _) => Some(id),
+                    _ => None,
+                },
+                file_size: match p.extra {
+                    Extra::File(_, size) => Some(Hex(size)),
+                    _ => None,
+                },
                 ret,
             },
             (Kind::Replayed, libc::SYS_munmap) => Event::Munmap {
@@ -558,6 +674,121 @@ impl Recorder {
                 addr: a[0],
                 ret,
             },
+            (Kind::Vma, libc::SYS_madvise) => Event::Madvise {
+                space,
+                pid,
+                addr: a[0],
+                len: a[1],
+                advice: Hex(a[2].0 & 0xffff_ffff),
+                ret,
+            },
+            (Kind::Vma, libc::SYS_mlock) => Event::Mlock {
+                space,
+                pid,
+                addr: a[0],
+                len: a[1],
+                ret,
+            },
+            (Kind::Vma, libc::SYS_mlock2) => Event::Mlock2 {
+                space,
+                pid,
+                addr: a[0],
+                len: a[1],
+                flags: Hex(a[2].0 & 0xffff_ffff),
+                ret,
+            },
+            (Kind::Vma, libc::SYS_munlock) => Event::Munlock {
+                space,
+                pid,
+                addr: a[0],
+                len: a[1],
+                ret,
+            },
+            (Kind::Vma, libc::SYS_mlockall) => Event::Mlockall {
+                space,
+                pid,
+                flags: Hex(a[0].0 & 0xffff_ffff),
+                ret,
+            },
+            (Kind::Vma, libc::SYS_munlockall) => Event::Munlockall { space, pid, ret },
+            // mseal's flags are an unsigned long: all 64 bits count.
+            (Kind::Vma, SYS_MSEAL) => Event::Mseal {
+                space,
+                pid,
+                addr: a[0],
+                len: a[1],
+                flags: a[2],
+                ret,
+            },
+            (Kind::Vma, libc::SYS_prctl) => Event::SetVmaAnonName {
+                space,
+                pid,
+                addr: a[2],
+                len: a[3],
+                name_ptr: a[4],
+                name: match &p.extra {
+                    Extra::Name(name) => name.clone(),
+                    _ => None,
+                },
+                ret,
+            },
+            // pkey_alloc's arguments and pkey_mprotect's prot are unsigned
+            // longs: all 64 bits count (the int arguments above are cut to
+            // 32 bits, as the kernel cuts them).
+            (Kind::Vma, libc::SYS_pkey_alloc) => Event::PkeyAlloc {
+                space,
+                pid,
+                flags: a[0],
+                access_rights: a[1],
+                ret,
+            },
+            (Kind::Vma, libc::SYS_pkey_mprotect) => Event::PkeyMprotect {
+                space,
+                pid,
+                addr: a[0],
+                len: a[1],
+                prot: a[2],
+                pkey: a[3].0 as i32,
+                ret,
+            },
+            (Kind::Vma, libc::SYS_pkey_free) => Event::PkeyFree {
+                space,
+                pid,
+                pkey: a[0].0 as i32,
+                ret,
+            },
+            (Kind::Uffd, _) => {
+                let read = match p.extra {
+                    Extra::Uffd(words) => words,
+                    _ => None,
+                };
+                let [addr, len, mode] = read.unwrap_or_default().map(Hex);
+                let fd = a[0].0 as i32;
+                if a[1].0 as u32 == UFFDIO_REGISTER {
+                    Event::UffdRegister {
+                        space,
+                        pid,
+                        fd,
+                        arg: a[2],
+                        addr,
+                        len,
+                        mode,
+                        unreadable: read.is_none(),
+                        ret,
+                    }
+                } else {
+                    Event::UffdUnregister {
+                        space,
+                        pid,
+                        fd,
+                        arg: a[2],
+                        addr,
+                        len,
+                        unreadable: read.is_none(),
+                        ret,
+                    }
+                }
+            }
             (Kind::Unmodelled(name), _) => Event::Other {
                 space,
                 pid,
@@ -712,6 +943,17 @@ impl Recorder {
     }
 }
 
+/// Whether descriptor `fd` of `pid` is a userfaultfd (so an `ioctl` with
+/// a registration's number on it is one). The descriptor table is asked
+/// directly rather than tracked through `userfaultfd`, `dup`, `close`,
+/// fork and descriptor passing.
+fn is_userfaultfd(pid: Pid, fd: u64) -> bool {
+    i32::try_from(fd).is_ok_and(|fd| {
+        fs::read_link(format!("/proc/{pid}/fd/{fd}"))
+            .is_ok_and(|target| target.as_os_str() == USERFAULTFD_LINK)
+    })
+}
+
 /// Resume a task; one that died meanwhile (`ESRCH`) is reported by
 /// `waitpid` later, so errors are ignored.
 fn resume(pid: Pid, sig: i32) {
@@ -729,6 +971,28 @@ fn tracer_of(status: &str) -> Option<u32> {
     let line = status.lines().find(|l| l.starts_with("TracerPid:"))?;
     let pid: u32 = line["TracerPid:".len()..].trim().parse().ok()?;
     (pid != 0).then_some(pid)
+}
+
+/// Drop every `final` event that a later one of the same address space
+/// supersedes. Each task records its space's map as it exits, and only
+/// the last is compared: a JVM's twenty threads would otherwise write the
+/// whole map twenty times.
+fn keep_last_finals(events: &mut Vec<Event>) {
+    let mut last = HashMap::new();
+    for (i, e) in events.iter().enumerate() {
+        if let Event::Final { space, .. } = e {
+            last.insert(*space, i);
+        }
+    }
+    let mut i = 0;
+    events.retain(|e| {
+        let keep = match e {
+            Event::Final { space, .. } => last.get(space) == Some(&i),
+            _ => true,
+        };
+        i += 1;
+        keep
+    });
 }
 
 /// Run `command` under the tracer and return its trace.
@@ -766,6 +1030,7 @@ pub fn record(command: &[String]) -> Result<Trace, String> {
     match rec.run(root) {
         Ok(status) => {
             rec.trace.status = status;
+            keep_last_finals(&mut rec.trace.events);
             Ok(rec.trace)
         }
         Err(e) => {
@@ -799,14 +1064,126 @@ mod tests {
     }
 
     #[test]
-    fn madvise_is_unmodelled_only_for_flag_advices() {
-        let dontneed = [0, 4096, 4, 0, 0, 0];
-        let dontfork = [0, 4096, 10, 0, 0, 0];
-        assert_eq!(kind(libc::SYS_madvise as u64, &dontneed), Kind::Ignore);
+    fn calls_are_sorted_by_what_the_model_does_with_them() {
+        let nr = |n: i64| n as u64;
+        let args = |a: &[u64]| {
+            let mut out = [0; 6];
+            out[..a.len()].copy_from_slice(a);
+            out
+        };
+        // Every madvise is recorded now, flag-changing or page-dropping.
+        for advice in [4, 10, 14, 15, 102, 0x7fff] {
+            assert_eq!(
+                kind(nr(libc::SYS_madvise), &args(&[0, 4096, advice])),
+                Kind::Vma
+            );
+        }
+        for call in [
+            libc::SYS_mlock,
+            libc::SYS_mlock2,
+            libc::SYS_munlock,
+            libc::SYS_mlockall,
+            libc::SYS_munlockall,
+            SYS_MSEAL,
+            libc::SYS_pkey_alloc,
+            libc::SYS_pkey_free,
+        ] {
+            assert_eq!(kind(nr(call), &args(&[])), Kind::Vma, "{call}");
+        }
+        // pkey_mprotect with key -1 is mprotect; with a key it is its own.
+        let minus_one = u64::from(u32::MAX);
         assert_eq!(
-            kind(libc::SYS_madvise as u64, &dontfork),
-            Kind::Unmodelled("madvise")
+            kind(nr(libc::SYS_pkey_mprotect), &args(&[0, 4096, 1, minus_one])),
+            Kind::Replayed
         );
-        assert_eq!(kind(libc::SYS_mmap as u64, &dontneed), Kind::Replayed);
+        assert_eq!(
+            kind(nr(libc::SYS_pkey_mprotect), &args(&[0, 4096, 1, 1])),
+            Kind::Vma
+        );
+        // prctl: only PR_SET_VMA, and only its anon-name option has an event.
+        assert_eq!(
+            kind(
+                nr(libc::SYS_prctl),
+                &args(&[PR_SET_VMA, 0, 0x1000, 4096, 0])
+            ),
+            Kind::Vma
+        );
+        assert_eq!(
+            kind(nr(libc::SYS_prctl), &args(&[PR_SET_VMA, 1])),
+            Kind::Unmodelled("prctl(PR_SET_VMA)")
+        );
+        assert_eq!(kind(nr(libc::SYS_prctl), &args(&[15])), Kind::Ignore);
+        // ioctl: the two registration numbers (whatever the upper bits
+        // of the argument register hold), nothing else.
+        assert_eq!(
+            kind(nr(libc::SYS_ioctl), &args(&[3, u64::from(UFFDIO_REGISTER)])),
+            Kind::Uffd
+        );
+        assert_eq!(
+            kind(
+                nr(libc::SYS_ioctl),
+                &args(&[3, 0xffff_ffff_0000_0000 | u64::from(UFFDIO_UNREGISTER)])
+            ),
+            Kind::Uffd
+        );
+        assert_eq!(kind(nr(libc::SYS_ioctl), &args(&[3, 0x5401])), Kind::Ignore);
+        assert_eq!(kind(nr(libc::SYS_mmap), &args(&[])), Kind::Replayed);
+        assert_eq!(kind(u64::MAX, &args(&[])), Kind::Ignore);
+    }
+
+    #[test]
+    fn only_the_last_final_map_of_each_space_is_kept() {
+        let fin = |space, pid| Event::Final {
+            space,
+            pid,
+            maps: vec![format!("{pid}")],
+        };
+        let brk = Event::Brk {
+            space: 0,
+            pid: 1,
+            addr: Hex(0),
+            ret: Ret(0x1000),
+        };
+        let mut events = vec![fin(0, 2), brk.clone(), fin(1, 3), fin(0, 1), fin(1, 4)];
+        keep_last_finals(&mut events);
+        assert_eq!(events, [brk, fin(0, 1), fin(1, 4)]);
+    }
+
+    #[test]
+    fn anon_names_are_read_as_the_kernel_reads_them() {
+        assert_eq!(anon_name(b"heap\0junk"), Some("heap".into()));
+        assert_eq!(anon_name(b"\0"), Some(String::new()));
+        // No NUL in the whole limit: the name as read, which the kernel
+        // refuses for its length.
+        let long = [b'x'; ANON_NAME_READ];
+        assert_eq!(anon_name(&long).map(|n| n.len()), Some(ANON_NAME_READ));
+        // Memory ended before a NUL: the kernel's EFAULT.
+        assert_eq!(anon_name(b"abc"), None);
+        assert_eq!(anon_name(b""), None);
+        // Bytes that are not UTF-8 stay visible as such.
+        assert_eq!(anon_name(b"a\xffb\0"), Some("a\u{fffd}b".into()));
+    }
+
+    #[test]
+    fn structures_are_read_as_little_endian_words() {
+        let mut bytes = Vec::new();
+        for w in [0x7000_u64, 0x2000, 1] {
+            bytes.extend_from_slice(&w.to_le_bytes());
+        }
+        assert_eq!(words::<3>(&bytes), Some([0x7000, 0x2000, 1]));
+        assert_eq!(words::<2>(&bytes[..16]), Some([0x7000, 0x2000]));
+        assert_eq!(words::<3>(&bytes[..20]), None);
+    }
+
+    #[test]
+    fn memory_is_read_up_to_what_is_mapped() {
+        let pid = std::process::id() as Pid;
+        let text = b"a string in this process\0";
+        let got = read_mem(pid, text.as_ptr() as u64, text.len());
+        assert_eq!(got, text);
+        // Page 0 is never mapped.
+        assert!(read_mem(pid, 0, 16).is_empty());
+        assert!(!is_userfaultfd(pid, 0));
+        assert!(!is_userfaultfd(pid, u64::MAX));
     }
 }

@@ -35,6 +35,9 @@ pub struct Outcome {
     /// Things worth knowing that are not differences (calls the model
     /// does not implement).
     pub notes: Vec<String>,
+    /// The calls counted in `notes`, by name (`madvise`,
+    /// `prctl(PR_SET_VMA_ANON_NAME)`, `ioctl(UFFDIO_REGISTER)`, ...).
+    pub not_modelled: BTreeMap<String, usize>,
     /// Final maps compared.
     pub finals: usize,
     /// Address spaces the trace built but never gave a final map for (a
@@ -317,15 +320,6 @@ pub fn replay(trace: &Trace, index: IndexKind, limits: &Limits) -> Result<Outcom
             Event::Final { maps, .. } => {
                 space.last_final = Some((i, pid, maps.clone()));
             }
-            Event::Other {
-                name, args, ret, ..
-            } => {
-                let args: Vec<String> = args.iter().map(|a| format!("{:#x}", a.0)).collect();
-                out.notes.push(format!(
-                    "event {i} [pid {pid}, space {space_id}]: {name}({}) = {ret} is not modelled",
-                    args.join(", ")
-                ));
-            }
             // Exec and fork were handled above: the rest are calls.
             _ => {
                 if let Some((call, kernel)) = ev.call() {
@@ -337,6 +331,14 @@ pub fn replay(trace: &Trace, index: IndexKind, limits: &Limits) -> Result<Outcom
                             "event {i} [pid {pid}, space {space_id}]: {call}: kernel {kernel}, model {model}"
                         ));
                     }
+                } else if let Some((name, text)) = ev.unmodelled() {
+                    let ret = ev.ret().unwrap_or(Ret(0));
+                    out.notes.push(format!(
+                        "event {i} [pid {pid}, space {space_id}]: {text} = {ret} is not modelled"
+                    ));
+                    *out.not_modelled
+                        .entry(name.escape_debug().to_string())
+                        .or_default() += 1;
                 }
             }
         }
@@ -365,18 +367,23 @@ pub fn replay(trace: &Trace, index: IndexKind, limits: &Limits) -> Result<Outcom
         .chain(out.model_maps.iter_mut().map(|(_, m)| m))
     {
         if text.chars().any(|c| c.is_control() && c != '\n') {
-            let mut clean = String::with_capacity(text.len());
-            for c in text.chars() {
-                if c.is_control() && c != '\n' {
-                    clean.extend(c.escape_default());
-                } else {
-                    clean.push(c);
-                }
-            }
-            *text = clean;
+            *text = escape_controls(text);
         }
     }
     Ok(out)
+}
+
+/// `text` with its control characters other than newlines escaped.
+fn escape_controls(text: &str) -> String {
+    let mut clean = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() && c != '\n' {
+            clean.extend(c.escape_default());
+        } else {
+            clean.push(c);
+        }
+    }
+    clean
 }
 
 fn too_many_spaces(i: usize, limits: &Limits) -> LimitExceeded {
