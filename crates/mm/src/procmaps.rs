@@ -145,7 +145,9 @@ pub fn parse(text: &str) -> Result<Vec<MapsEntry>, String> {
 pub struct SmapsEntry {
     /// The header line.
     pub maps: MapsEntry,
-    /// The flags the model keeps.
+    /// Its `VmFlags:` as raw bits, whether [`VmFlags`] names them or not
+    /// (`[vvar]`'s `pf io`, say), so that a model built from it starts
+    /// with the kernel's flags.
     pub flags: VmFlags,
     /// `Anonymous:` was non-zero.
     pub has_anon_pages: bool,
@@ -164,10 +166,16 @@ pub fn parse_smaps(text: &str) -> Result<Vec<SmapsEntry>, String> {
             });
         } else if let Some(cur) = out.last_mut() {
             if let Some(rest) = line.strip_prefix("VmFlags:") {
-                // Every bit the kernel printed, known to `VmFlags` or not:
+                // Every bit the kernel printed, named in `VmFlags` or not:
                 // a model built from this map keeps the real flags (e.g.
                 // `pf io dd` of `[vvar]`) so they can be compared later.
-                let bits = vm_flags_from_mnemonics(rest.split_whitespace())?;
+                // A name this table lacks (a newer kernel's) is skipped
+                // here, so recording still works; the differential test
+                // reads flags with the strict `parse_smaps_vmflags`.
+                let bits = rest
+                    .split_whitespace()
+                    .filter_map(|n| vm_flags_from_mnemonics([n]).ok())
+                    .fold(0, |a, b| a | b);
                 cur.flags = VmFlags::from_bits_retain(bits);
             } else if let Some(rest) = line.strip_prefix("Anonymous:") {
                 let kb = rest.trim().trim_end_matches("kB").trim();
@@ -365,6 +373,19 @@ mod vmflags_tests {
         let minor = "rd wr sh mr mw me ms um nr ui sl";
         let bits = vm_flags_from_mnemonics(minor.split(' ')).unwrap();
         assert_eq!(vm_flags_mnemonics(bits).join(" "), minor);
+    }
+
+    #[test]
+    fn smaps_keeps_flags_vmflags_has_no_name_for() {
+        let text = "7ffff7fc4000-7ffff7fc8000 r--p 00000000 00:00 0   [vvar]\n\
+                    VmFlags: rd mr pf io de dd zz \n";
+        let e = &parse_smaps(text).unwrap()[0];
+        // pf io de dd kept as bits; the unknown `zz` skipped.
+        assert_eq!(
+            vm_flags_mnemonics(e.flags.bits()),
+            ["rd", "mr", "pf", "io", "de", "dd"]
+        );
+        assert!(parse_smaps_vmflags(text).is_err());
     }
 
     #[test]

@@ -544,7 +544,8 @@ impl Gen {
             return Step::Fork;
         }
         match self.call(mm) {
-            Call::Mmap(mut c) if self.rng.pct(LOCKED_PCT) => {
+            // Small ones only: the kernel populates a locked mapping.
+            Call::Mmap(mut c) if c.len <= 64 * PAGE && self.rng.pct(LOCKED_PCT) => {
                 c.flags |= MAP_LOCKED;
                 Step::Call(Call::Mmap(c))
             }

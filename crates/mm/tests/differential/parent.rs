@@ -305,7 +305,7 @@ impl Tiny {
     /// copies (the path twice, as `argv[0]` and as the name of the
     /// executable, no environment, below one pointer-sized word at the
     /// top), plus the 128 KiB the kernel adds below them.
-    fn image(&self, layout: &Layout) -> Image {
+    fn image(&self) -> Image {
         let file = File::with_mode(
             self.path.clone(),
             self.size,
@@ -316,7 +316,6 @@ impl Tiny {
                 huge_align: false,
             },
         );
-        let _ = layout;
         let strings = 8 + 2 * (self.path.len() as u64 + 1);
         Image {
             segments: vec![
@@ -731,7 +730,7 @@ fn run_step(pair: &mut Pair, setup: &Setup, step: &Step) -> Result<(i64, Vec<i64
         Step::Exec => {
             let k = pair.child.send(&[OP_EXEC, 0, 0, 0, 0, 0, 0], "exec")?;
             let k = if k as u64 == EXEC_READY { 0 } else { k };
-            let image = setup.tiny.image(&setup.layout);
+            let image = setup.tiny.image();
             let ms = pair
                 .models
                 .iter()
