@@ -60,7 +60,11 @@ impl Mm {
         }
         let mut st = self.state.write();
         let addr = st.do_mmap(self, addr, len, prot, flags, file, offset >> PAGE_SHIFT)?;
-        if flags.contains(MapFlags::POPULATE) && !flags.contains(MapFlags::NONBLOCK) {
+        // A locked mapping is populated too (MAP_NONBLOCK or not): a
+        // private writable one then has an anon_vma, which decides e.g.
+        // whether a later mprotect dropping write keeps VM_ACCOUNT.
+        let populate = flags.contains(MapFlags::POPULATE) && !flags.contains(MapFlags::NONBLOCK);
+        if populate || flags.contains(MapFlags::LOCKED) {
             st.populate(addr, page_align(len).unwrap_or(len));
         }
         Ok(addr)

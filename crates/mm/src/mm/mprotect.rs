@@ -149,7 +149,15 @@ impl State {
         } else if old.contains(VmFlags::ACCOUNT) && vma.is_anonymous() && vma.anon().is_none() {
             *newflags -= VmFlags::ACCOUNT;
         }
-        self.modify(vma, prev, start, end, *newflags)
+        let new = self.modify(vma, prev, start, end, *newflags)?;
+        // A private locked VMA turning writable is populated (its pages
+        // copied now rather than on a first write), which gives it an
+        // anon_vma.
+        let lock_mask = VmFlags::WRITE | VmFlags::SHARED | VmFlags::LOCKED;
+        if old & lock_mask == VmFlags::LOCKED && newflags.contains(VmFlags::WRITE) {
+            self.populate(start, end - start);
+        }
+        Ok(new)
     }
 
     /// `vma_modify`: merge if the rules allow, else split off the parts of

@@ -131,3 +131,47 @@ fn large_file_mappings_align_to_their_offset() {
         .unwrap();
     assert_eq!(a % (2 << 20), 0);
 }
+
+#[test]
+fn a_locked_mapping_is_populated_and_keeps_its_accounting() {
+    // MAP_LOCKED populates like MAP_POPULATE: the private writable VMA
+    // gets an anon_vma, so dropping write later keeps VM_ACCOUNT
+    // (smaps `ac`), as Linux 6.18 shows.
+    use crate::VmFlags;
+    let mm = Mm::default();
+    let rwx = Prot::READ | Prot::WRITE | Prot::EXEC;
+    mm.mmap(BASE, 15 * P, rwx, anon() | MapFlags::LOCKED, None, 0)
+        .unwrap();
+    mm.mprotect(BASE + 13 * P, 2 * P, Prot::NONE).unwrap();
+    let v = mm.find_vma(BASE + 13 * P).unwrap();
+    assert!(v.anon().is_some());
+    assert!(v.flags().contains(VmFlags::ACCOUNT | VmFlags::LOCKED));
+}
+
+#[test]
+fn a_locked_mapping_turning_writable_is_populated() {
+    // PROT_NONE and locked: nothing to populate, no anon_vma. Made
+    // writable, it is populated (copy-on-write broken now), so it has an
+    // anon_vma and keeps VM_ACCOUNT when write goes again.
+    use crate::VmFlags;
+    let mm = Mm::default();
+    mm.mmap(BASE, 7 * P, Prot::NONE, anon() | MapFlags::LOCKED, None, 0)
+        .unwrap();
+    assert!(mm.find_vma(BASE).unwrap().anon().is_none());
+    mm.mprotect(BASE, 5 * P, Prot::WRITE).unwrap();
+    assert!(mm.find_vma(BASE).unwrap().anon().is_some());
+    mm.mprotect(BASE, 4 * P, Prot::EXEC).unwrap();
+    let v = mm.find_vma(BASE).unwrap();
+    assert_eq!(v.end(), BASE + 4 * P);
+    assert!(v.flags().contains(VmFlags::ACCOUNT));
+    // Unlocked, the same steps drop VM_ACCOUNT: no anon_vma.
+    let mm = Mm::default();
+    mm.mmap(BASE, 7 * P, Prot::NONE, anon(), None, 0).unwrap();
+    mm.mprotect(BASE, 5 * P, Prot::WRITE).unwrap();
+    mm.mprotect(BASE, 4 * P, Prot::EXEC).unwrap();
+    assert!(!mm
+        .find_vma(BASE)
+        .unwrap()
+        .flags()
+        .contains(VmFlags::ACCOUNT));
+}

@@ -165,6 +165,7 @@ fn run(cmd: &[u64; CMD_WORDS], devzero: i32) -> i64 {
             // A served fault returns 0, as `Call::apply` does, not
             // read's byte count.
             OP_FAULT => raw(libc::read(devzero, a0 as *mut libc::c_void, 1) as i64).min(0),
+            OP_FORK | OP_EXEC => process_op(op),
             _ => -i64::from(libc::ENOSYS),
         }
     }
@@ -173,6 +174,7 @@ fn run(cmd: &[u64; CMD_WORDS], devzero: i32) -> i64 {
 /// The child's main loop. Never returns.
 pub fn main() -> ! {
     let setup = open_all();
+    prepare_exec();
     pretouch_stack();
     // SAFETY: brk(0) only reports the current break.
     let brk0 = unsafe { libc::syscall(libc::SYS_brk, 0u64) } as u64;
@@ -207,4 +209,57 @@ pub fn main() -> ! {
     // SAFETY: leaves without running any exit handler (which might
     // allocate); the parent only needs the process gone.
     unsafe { libc::_exit(0) }
+}
+
+/// `fork()`: the new process carries on serving commands and answers
+/// with its pid; the old one waits for it, silent, and leaves with it.
+pub const OP_FORK: u64 = 100;
+/// `execve(VMSCALE_DIFF_EXEC, [path], [])`: on success the new program
+/// answers for itself (it writes `EXEC_READY`); on failure, `-errno`.
+pub const OP_EXEC: u64 = 101;
+/// What the tiny program writes once it runs.
+pub const EXEC_READY: u64 = 0x6578_6563_7265_6479;
+
+/// The program `OP_EXEC` runs, ready before the loop (which must not
+/// allocate).
+static EXEC_PATH: std::sync::OnceLock<CString> = std::sync::OnceLock::new();
+
+fn prepare_exec() {
+    if let Some(p) = std::env::var_os("VMSCALE_DIFF_EXEC") {
+        use std::os::unix::ffi::OsStrExt;
+        if let Ok(c) = CString::new(p.as_bytes()) {
+            let _ = EXEC_PATH.set(c);
+        }
+    }
+}
+
+/// Run `OP_FORK` or `OP_EXEC`.
+fn process_op(op: u64) -> i64 {
+    if op == OP_EXEC {
+        let Some(path) = EXEC_PATH.get() else {
+            return -i64::from(libc::ENOENT);
+        };
+        let argv = [path.as_ptr(), std::ptr::null()];
+        let envp = [std::ptr::null::<libc::c_char>()];
+        // SAFETY: NUL-terminated path and null-terminated arrays, all
+        // alive across the call; on success nothing here runs again.
+        return raw(unsafe { libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr()) } as i64);
+    }
+    // SAFETY: this process has one thread; both sides go on with raw
+    // system calls only.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return raw(-1);
+    }
+    if pid == 0 {
+        // SAFETY: getpid has no preconditions.
+        return i64::from(unsafe { libc::getpid() });
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child just made, then leaves without running
+    // exit handlers; the parent reads answers from the new process only.
+    unsafe {
+        libc::waitpid(pid, &mut status, 0);
+        libc::_exit(0)
+    }
 }

@@ -501,3 +501,60 @@ impl Gen {
         Call::write_fault(addr)
     }
 }
+
+/// One step of a case: a system call, or a whole-process event the model
+/// answers with [`Mm::fork`] or [`Mm::exec`].
+#[derive(Debug, Clone, Copy)]
+pub enum Step {
+    /// A call run in the child and applied to the models.
+    Call(Call),
+    /// The child forks; the new process carries on serving the calls and
+    /// the models become their `fork()`.
+    Fork,
+    /// The child execs the test's tiny static program; always a case's
+    /// last step (the program does not serve calls).
+    Exec,
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Step::Call(c) => write!(f, "{c}"),
+            Step::Fork => write!(f, "fork() (the test goes on in the new process)"),
+            Step::Exec => write!(f, "execve(the tiny static program)"),
+        }
+    }
+}
+
+/// Percent of steps that are a fork before the next call: about two
+/// cases in three of 50 calls fork at least once.
+const FORK_PCT: u64 = 2;
+/// Percent of cases that end with an exec.
+const EXEC_PCT: u64 = 30;
+/// Percent of mmap calls given `MAP_LOCKED`.
+const LOCKED_PCT: u64 = 4;
+const MAP_LOCKED: u64 = 0x2000;
+
+impl Gen {
+    /// The next step: now and then a fork, else the next call (and now
+    /// and then an mmap with `MAP_LOCKED`, whose `lo` the flag comparison
+    /// then sees split, merge, move and vanish in a forked child).
+    pub fn step(&mut self, mm: &Mm) -> Step {
+        if self.rng.pct(FORK_PCT) {
+            return Step::Fork;
+        }
+        match self.call(mm) {
+            // Small ones only: the kernel populates a locked mapping.
+            Call::Mmap(mut c) if c.len <= 64 * PAGE && self.rng.pct(LOCKED_PCT) => {
+                c.flags |= MAP_LOCKED;
+                Step::Call(Call::Mmap(c))
+            }
+            c => Step::Call(c),
+        }
+    }
+
+    /// The step that ends a case, if any: an exec.
+    pub fn last_step(&mut self) -> Option<Step> {
+        self.rng.pct(EXEC_PCT).then_some(Step::Exec)
+    }
+}

@@ -13,10 +13,12 @@ use std::time::Instant;
 use mm::call::{self, Call};
 use mm::procmaps::{self, MapsEntry};
 use mm::FileMode;
-use mm::{File, IndexKind, Layout, Mm, Policy, PAGE_SIZE};
+use mm::{File, Image, IndexKind, Layout, Mm, Policy, Prot, Segment, PAGE_SIZE};
 
-use super::child::{record, CMD_WORDS, FILE_FD0, READY_MAGIC, READY_WORDS};
-use super::gen::{FileInfo, Gen, Rng};
+use super::child::{
+    record, CMD_WORDS, EXEC_READY, FILE_FD0, OP_EXEC, OP_FORK, READY_MAGIC, READY_WORDS,
+};
+use super::gen::{FileInfo, Gen, Rng, Step};
 
 /// `VMSCALE_DIFF_STATS=1`: count results per call kind and errno.
 static STATS: AtomicBool = AtomicBool::new(false);
@@ -39,6 +41,8 @@ struct Setup {
     /// The temp directory's filesystem places file mappings with
     /// `thp_get_unmapped_area` (ext4, xfs, btrfs).
     huge_align: bool,
+    /// The tiny static program `Step::Exec` runs.
+    tiny: Tiny,
 }
 
 /// Whether the filesystem holding `dir` aligns large file mappings.
@@ -131,7 +135,9 @@ impl Setup {
             files.push((path.to_string_lossy().into_owned(), size, writable));
         }
         let huge_align = fs_huge_align(&dir);
+        let tiny = Tiny::write(&dir)?;
         let mut setup = Setup {
+            tiny,
             huge_align,
             exe,
             dir,
@@ -193,6 +199,149 @@ impl Setup {
     }
 }
 
+/// The tiny static program `Step::Exec` runs, written by the test itself
+/// (no compiler needed): an x86-64 `ET_EXEC` ELF file with a text segment
+/// (headers and code, `r-x`), a data segment whose memory runs two pages
+/// past its 8 file bytes (so the loader maps a bss), and a
+/// `PT_GNU_STACK` asking for a non-executable stack. It writes
+/// `EXEC_READY` to stdout, waits for input or its end, and exits.
+struct Tiny {
+    path: String,
+    size: u64,
+}
+
+const TINY_TEXT: u64 = 0x40_0000;
+const TINY_DATA: u64 = 0x40_1000;
+/// File offset of the data segment.
+const TINY_DATA_OFF: u64 = 0x1000;
+const TINY_DATA_MEMSZ: u64 = 0x2800;
+/// Program headers: two `PT_LOAD` and `PT_GNU_STACK`.
+const TINY_PHNUM: u64 = 3;
+
+impl Tiny {
+    /// The code: `write(1, TINY_DATA, 8); read(0, bss, 8); exit(0)`.
+    fn code() -> Vec<u8> {
+        let mut c = Vec::new();
+        let mov = |c: &mut Vec<u8>, op: u8, v: u32| {
+            c.push(op);
+            c.extend_from_slice(&v.to_le_bytes());
+        };
+        // mov eax, imm32 (b8) / edi (bf) / esi (be) / edx (ba)
+        mov(&mut c, 0xb8, 1);
+        mov(&mut c, 0xbf, 1);
+        mov(&mut c, 0xbe, TINY_DATA as u32);
+        mov(&mut c, 0xba, 8);
+        c.extend_from_slice(&[0x0f, 0x05]); // syscall (write)
+        c.extend_from_slice(&[0x31, 0xc0, 0x31, 0xff]); // xor eax, eax; xor edi, edi
+        mov(&mut c, 0xbe, (TINY_DATA + PAGE_SIZE) as u32);
+        mov(&mut c, 0xba, 8);
+        c.extend_from_slice(&[0x0f, 0x05]); // syscall (read)
+        mov(&mut c, 0xb8, 60);
+        c.extend_from_slice(&[0x31, 0xff, 0x0f, 0x05]); // xor edi, edi; syscall (exit)
+        c
+    }
+
+    /// Bytes of the text segment: ELF header, program headers, code.
+    fn text_len() -> u64 {
+        64 + 56 * TINY_PHNUM + Self::code().len() as u64
+    }
+
+    fn elf() -> Vec<u8> {
+        let mut f = Vec::new();
+        let u16le = |f: &mut Vec<u8>, v: u16| f.extend_from_slice(&v.to_le_bytes());
+        let u32le = |f: &mut Vec<u8>, v: u32| f.extend_from_slice(&v.to_le_bytes());
+        let u64le = |f: &mut Vec<u8>, v: u64| f.extend_from_slice(&v.to_le_bytes());
+        // e_ident: magic, 64-bit, little-endian, version 1, System V.
+        f.extend_from_slice(&[0x7f, b'E', b'L', b'F', 2, 1, 1, 0]);
+        f.extend_from_slice(&[0; 8]);
+        u16le(&mut f, 2); // ET_EXEC
+        u16le(&mut f, 0x3e); // EM_X86_64
+        u32le(&mut f, 1);
+        u64le(&mut f, TINY_TEXT + 64 + 56 * TINY_PHNUM); // e_entry
+        u64le(&mut f, 64); // e_phoff
+        u64le(&mut f, 0); // e_shoff
+        u32le(&mut f, 0); // e_flags
+        u16le(&mut f, 64); // e_ehsize
+        u16le(&mut f, 56); // e_phentsize
+        u16le(&mut f, TINY_PHNUM as u16);
+        u16le(&mut f, 64); // e_shentsize
+        u16le(&mut f, 0); // e_shnum
+        u16le(&mut f, 0); // e_shstrndx
+        let phdr = |f: &mut Vec<u8>, ty: u32, flags: u32, off: u64, va: u64, fsz: u64, msz: u64| {
+            u32le(f, ty);
+            u32le(f, flags);
+            u64le(f, off);
+            u64le(f, va);
+            u64le(f, va);
+            u64le(f, fsz);
+            u64le(f, msz);
+            u64le(f, if ty == 1 { PAGE_SIZE } else { 16 });
+        };
+        let text = Self::text_len();
+        // PT_LOAD r-x, PT_LOAD rw-, PT_GNU_STACK rw-.
+        phdr(&mut f, 1, 5, 0, TINY_TEXT, text, text);
+        phdr(&mut f, 1, 6, TINY_DATA_OFF, TINY_DATA, 8, TINY_DATA_MEMSZ);
+        phdr(&mut f, 0x6474_e551, 6, 0, 0, 0, 0);
+        f.extend_from_slice(&Self::code());
+        f.resize(TINY_DATA_OFF as usize, 0);
+        f.extend_from_slice(&EXEC_READY.to_ne_bytes());
+        f
+    }
+
+    fn write(dir: &std::path::Path) -> std::io::Result<Tiny> {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join("tiny-static");
+        let bytes = Self::elf();
+        std::fs::write(&path, &bytes)?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+        Ok(Tiny {
+            path: path.to_string_lossy().into_owned(),
+            size: bytes.len() as u64,
+        })
+    }
+
+    /// What the model maps for it (a fresh `File`, as each case's files
+    /// are fresh). The initial stack: the pages holding the strings exec
+    /// copies (the path twice, as `argv[0]` and as the name of the
+    /// executable, no environment, below one pointer-sized word at the
+    /// top), plus the 128 KiB the kernel adds below them.
+    fn image(&self) -> Image {
+        let file = File::with_mode(
+            self.path.clone(),
+            self.size,
+            FileMode {
+                read: true,
+                write: false,
+                noexec: false,
+                huge_align: false,
+            },
+        );
+        let strings = 8 + 2 * (self.path.len() as u64 + 1);
+        Image {
+            segments: vec![
+                Segment {
+                    file: Arc::clone(&file),
+                    offset: 0,
+                    vaddr: TINY_TEXT,
+                    filesz: Self::text_len(),
+                    memsz: Self::text_len(),
+                    prot: Prot::READ | Prot::EXEC,
+                },
+                Segment {
+                    file,
+                    offset: TINY_DATA_OFF,
+                    vaddr: TINY_DATA,
+                    filesz: 8,
+                    memsz: TINY_DATA_MEMSZ,
+                    prot: Prot::READ | Prot::WRITE,
+                },
+            ],
+            interp: Vec::new(),
+            stack_size: strings.next_multiple_of(PAGE_SIZE) + (128 << 10),
+        }
+    }
+}
+
 impl Drop for Setup {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
@@ -208,7 +357,8 @@ fn model_file(files: &[Arc<File>], fd: i32) -> Option<Arc<File>> {
 /// A running child.
 struct Child {
     proc: std::process::Child,
-    stdin: std::process::ChildStdin,
+    /// `None` once dropped (which ends every process of the chain).
+    stdin: Option<std::process::ChildStdin>,
     stdout: std::process::ChildStdout,
     pid: u32,
     brk0: u64,
@@ -219,6 +369,7 @@ impl Child {
         let mut cmd = Command::new(&setup.exe);
         cmd.env("VMSCALE_DIFF_CHILD", "1")
             .env("VMSCALE_DIFF_FILES", setup.file_spec())
+            .env("VMSCALE_DIFF_EXEC", &setup.tiny.path)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
@@ -270,7 +421,7 @@ impl Child {
         }
         Ok(Child {
             proc,
-            stdin,
+            stdin: Some(stdin),
             stdout,
             pid,
             brk0: w(1),
@@ -278,18 +429,24 @@ impl Child {
     }
 
     fn call(&mut self, call: &Call) -> Result<i64, String> {
-        let rec = record(call);
+        self.send(&record(call), &call.to_string())
+    }
+
+    /// Send one command record; the raw answer.
+    fn send(&mut self, rec: &[u64; CMD_WORDS], what: &str) -> Result<i64, String> {
         let mut bytes = [0u8; CMD_WORDS * 8];
         for (i, w) in rec.iter().enumerate() {
             bytes[i * 8..i * 8 + 8].copy_from_slice(&w.to_ne_bytes());
         }
         self.stdin
+            .as_mut()
+            .ok_or("child closed")?
             .write_all(&bytes)
             .map_err(|e| format!("child died? {e}"))?;
         let mut r = [0u8; 8];
         self.stdout
             .read_exact(&mut r)
-            .map_err(|e| format!("child died during {call}: {e}"))?;
+            .map_err(|e| format!("child died during {what}: {e}"))?;
         Ok(i64::from_ne_bytes(r))
     }
 
@@ -298,13 +455,25 @@ impl Child {
             .map_err(|e| format!("read /proc/{}/{name}: {e}", self.pid))
     }
 
-    fn maps(&self) -> Result<Vec<MapsEntry>, String> {
-        procmaps::parse(&self.proc_file("maps")?)
+    /// The map with each mapping's raw `vm_flags` (as `VmFlags:` shows
+    /// them), from one read of `smaps`.
+    fn smaps_flags(&self) -> Result<Vec<(MapsEntry, u64)>, String> {
+        procmaps::parse_smaps_vmflags(&self.proc_file("smaps")?)
     }
 }
 
 impl Drop for Child {
     fn drop(&mut self) {
+        // End of input ends the process serving commands (a forked one
+        // too: its waiting parent then leaves, and so on up the chain)
+        // and the exec'd program; kill only what is still there after.
+        drop(self.stdin.take());
+        for _ in 0..20_000 {
+            if !matches!(self.proc.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
         let _ = self.proc.kill();
         let _ = self.proc.wait();
     }
@@ -363,17 +532,34 @@ impl Pair {
     }
 }
 
-/// Lines of a map the test compares: all but the child's own stack (which
-/// the model never changes, and the kernel may grow) and what lies above
-/// the address space (`[vsyscall]`).
-fn comparable(maps: Vec<MapsEntry>, task_size: u64) -> Vec<MapsEntry> {
+/// Which lines of a map the test compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum View {
+    /// While the child serves calls: all but its own stack (which the
+    /// model never changes, and the kernel may grow) and what lies above
+    /// the address space (`[vsyscall]`).
+    Calls,
+    /// After an exec: all but the vDSO's mappings (`[vvar]`,
+    /// `[vvar_vclock]`, `[vdso]`: `Mm::exec` does not model them) and
+    /// `[vsyscall]`. The new `[stack]` is compared.
+    Exec,
+}
+
+fn comparable<T>(maps: Vec<(MapsEntry, T)>, task_size: u64, view: View) -> Vec<(MapsEntry, T)> {
     maps.into_iter()
-        .filter(|e| e.name.as_deref() != Some("[stack]") && e.start < task_size)
+        .filter(|(e, _)| {
+            let name = e.name.as_deref();
+            let skip = match view {
+                View::Calls => name == Some("[stack]"),
+                View::Exec => matches!(name, Some("[vvar]" | "[vvar_vclock]" | "[vdso]")),
+            };
+            !skip && e.start < task_size
+        })
         .collect()
 }
 
-fn same_maps(a: &[MapsEntry], b: &[MapsEntry]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.same_mapping(y))
+fn same_maps<T>(a: &[(MapsEntry, T)], b: &[(MapsEntry, T)]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.0.same_mapping(&y.0))
 }
 
 fn line(e: &MapsEntry) -> String {
@@ -387,10 +573,40 @@ fn line(e: &MapsEntry) -> String {
     )
 }
 
-/// A mismatch: at which call, and what differed.
+/// The `vm_flags` bits the test compares: every bit `/proc/<pid>/smaps`
+/// prints but one. The kernel prints nothing for the protection-key bits (they
+/// are `ProtectionKey:`, absent on a CPU without PKU), so they drop out
+/// of both sides alike.
+/// `sd` (`VM_SOFTDIRTY`) is left out: a soft-dirty kernel sets it on every
+/// new VMA and `clear_refs` clears it, and the model does not track
+/// soft-dirty (see the module's documentation).
+fn compared_flags(bits: u64) -> u64 {
+    bits & !mm::VmFlags::PKEY_MASK.bits() & !mm::VmFlags::SOFTDIRTY.bits()
+}
+
+/// The model's map with each VMA's raw flags.
+fn model_smaps(mm: &Mm) -> Vec<(MapsEntry, u64)> {
+    mm.maps()
+        .into_iter()
+        .zip(mm.vmas())
+        .map(|(e, v)| (e, v.flags().bits()))
+        .collect()
+}
+
+/// `start_brk` of a process, from `/proc/<pid>/stat` (field 47).
+fn stat_start_brk(child: &Child) -> Result<u64, String> {
+    let stat = child.proc_file("stat")?;
+    let tail = &stat[stat.rfind(')').ok_or("bad stat")? + 1..];
+    tail.split_whitespace()
+        .nth(47 - 3)
+        .and_then(|f| f.parse().ok())
+        .ok_or_else(|| "bad stat field 47".to_string())
+}
+
+/// A mismatch: at which step, and what differed.
 #[derive(Debug, Clone)]
 struct Mismatch {
-    /// Index of the call after which the mismatch showed (`None`: the
+    /// Index of the step after which the mismatch showed (`None`: the
     /// initial map already differed).
     at: Option<usize>,
     report: String,
@@ -398,16 +614,18 @@ struct Mismatch {
 
 /// The outcome of running a sequence.
 struct Run {
-    /// Kernel and per-model results of every call run.
+    /// Kernel and per-model results of every step run.
     results: Vec<(i64, Vec<i64>)>,
     mismatch: Option<Mismatch>,
 }
 
-/// Compare the models with the kernel after a call; `None` if they agree.
+/// Compare the models with the kernel after a step; `None` if they agree.
+/// Maps line by line, then, where the lines agree, `VmFlags` VMA by VMA.
 fn compare(
     pair: &Pair,
     setup: &Setup,
     kret: Option<(i64, &[i64])>,
+    view: View,
 ) -> Result<Option<String>, String> {
     let mut report = String::new();
     if let Some((k, ms)) = kret {
@@ -423,13 +641,24 @@ fn compare(
             }
         }
     }
-    let kmaps = comparable(pair.child.maps()?, setup.layout.task_size);
+    let task_size = setup.layout.task_size;
+    let kmaps = comparable(pair.child.smaps_flags()?, task_size, view);
+    if STATS.load(Ordering::Relaxed) {
+        // Which flags the comparisons saw (on the kernel's side), per VMA
+        // and comparison.
+        let mut stats = STATS_MAP.lock().unwrap_or_else(|e| e.into_inner());
+        for (_, bits) in &kmaps {
+            for n in procmaps::vm_flags_mnemonics(*bits) {
+                *stats.entry(format!("VmFlags {n}")).or_default() += 1;
+            }
+        }
+    }
     for mm in &pair.models {
-        let mmaps = comparable(mm.maps(), setup.layout.task_size);
+        let mmaps = comparable(model_smaps(mm), task_size, view);
         if !same_maps(&kmaps, &mmaps) {
             let _ = writeln!(report, "  maps differ (model[{}]):", mm.index_kind());
-            let klines: Vec<String> = kmaps.iter().map(line).collect();
-            let mlines: Vec<String> = mmaps.iter().map(line).collect();
+            let klines: Vec<String> = kmaps.iter().map(|(e, _)| line(e)).collect();
+            let mlines: Vec<String> = mmaps.iter().map(|(e, _)| line(e)).collect();
             for l in &klines {
                 if !mlines.contains(l) {
                     let _ = writeln!(report, "    kernel only: {l}");
@@ -440,6 +669,31 @@ fn compare(
                     let _ = writeln!(report, "    model only:  {l}");
                 }
             }
+        } else {
+            for ((e, kf), (_, mf)) in kmaps.iter().zip(&mmaps) {
+                if compared_flags(*kf) != compared_flags(*mf) {
+                    let _ = writeln!(
+                        report,
+                        "  VmFlags differ (model[{}]) at {}:\n    kernel {}\n    model  {}",
+                        mm.index_kind(),
+                        line(e),
+                        procmaps::smaps_vmflags_line(compared_flags(*kf)),
+                        procmaps::smaps_vmflags_line(compared_flags(*mf)),
+                    );
+                }
+            }
+        }
+        if view == View::Exec {
+            // The heap starts, empty, after the program.
+            let kbrk = stat_start_brk(&pair.child)?;
+            if mm.brk_value() != kbrk {
+                let _ = writeln!(
+                    report,
+                    "  start_brk: kernel {kbrk:#x} but model[{}] {:#x}",
+                    mm.index_kind(),
+                    mm.brk_value()
+                );
+            }
         }
         if let Err(e) = mm.validate() {
             let _ = writeln!(report, "  model[{}] invalid: {e}", mm.index_kind());
@@ -448,11 +702,54 @@ fn compare(
     Ok((!report.is_empty()).then_some(report))
 }
 
-/// Run `calls` (or generate `n` calls with `gen`) in a fresh child and
-/// fresh models, stopping at the first mismatch.
+/// Run one step in the child and the models: the kernel's and the
+/// models' raw results, and the view to compare after it. A fork answers
+/// 0 on both sides when it worked (the new pid is the harness's), an exec
+/// 0 when the program runs.
+fn run_step(pair: &mut Pair, setup: &Setup, step: &Step) -> Result<(i64, Vec<i64>, View), String> {
+    match step {
+        Step::Call(call) => {
+            let k = pair.child.call(call)?;
+            let ms: Vec<i64> = pair
+                .models
+                .iter()
+                .map(|mm| call::raw(call.apply(mm, |fd| model_file(&pair.files, fd))))
+                .collect();
+            Ok((k, ms, View::Calls))
+        }
+        Step::Fork => {
+            let k = pair.child.send(&[OP_FORK, 0, 0, 0, 0, 0, 0], "fork")?;
+            if k <= 0 {
+                // The model cannot fail a fork: report the kernel's errno.
+                return Ok((k, vec![0; pair.models.len()], View::Calls));
+            }
+            pair.child.pid = k as u32;
+            pair.models = pair.models.iter().map(Mm::fork).collect();
+            Ok((0, vec![0; pair.models.len()], View::Calls))
+        }
+        Step::Exec => {
+            let k = pair.child.send(&[OP_EXEC, 0, 0, 0, 0, 0, 0], "exec")?;
+            let k = if k as u64 == EXEC_READY { 0 } else { k };
+            let image = setup.tiny.image();
+            let ms = pair
+                .models
+                .iter()
+                .map(|mm| {
+                    mm.exec(&image)
+                        .map_or_else(|e| -i64::from(e.code()), |()| 0)
+                })
+                .collect();
+            Ok((k, ms, View::Exec))
+        }
+    }
+}
+
+/// Run `steps` (or generate `n` calls with `gen`, with forks among them
+/// and maybe an exec after them) in a fresh child and fresh models,
+/// stopping at the first mismatch. Nothing runs after an exec.
 fn run(
     setup: &Setup,
-    calls: &mut Vec<Call>,
+    steps: &mut Vec<Step>,
     mut gen: Option<(&mut Gen, usize)>,
 ) -> Result<Run, String> {
     let pair = Pair::start(setup)?;
@@ -462,41 +759,51 @@ fn run(
         g.start_brk = pair.start_brk;
     }
     let mut results = Vec::new();
-    if let Some(report) = compare(&pair, setup, None)? {
+    if let Some(report) = compare(&pair, setup, None, View::Calls)? {
         return Ok(Run {
             results,
             mismatch: Some(Mismatch { at: None, report }),
         });
     }
-    let total = match &gen {
-        Some((_, n)) => *n,
-        None => calls.len(),
-    };
-    for i in 0..total {
-        if let Some((g, _)) = gen.as_mut() {
-            let c = g.call(&pair.models[0]);
-            calls.push(c);
+    let mut ncalls = 0;
+    let mut i = 0;
+    loop {
+        if let Some((g, n)) = gen.as_mut() {
+            let step = if ncalls < *n {
+                g.step(&pair.models[0])
+            } else {
+                match g.last_step() {
+                    Some(s) => s,
+                    None => break,
+                }
+            };
+            steps.push(step);
         }
-        let call = calls[i];
-        let k = pair.child.call(&call)?;
-        let ms: Vec<i64> = pair
-            .models
-            .iter()
-            .map(|mm| call::raw(call.apply(mm, |fd| model_file(&pair.files, fd))))
-            .collect();
-        if let Some((g, _)) = gen.as_mut() {
-            record_owned(g, &call, k);
+        let Some(&step) = steps.get(i) else {
+            break;
+        };
+        if let Step::Call(_) = step {
+            ncalls += 1;
+        }
+        let (k, ms, view) = run_step(&mut pair, setup, &step)?;
+        if let (Some((g, _)), Step::Call(call)) = (gen.as_mut(), &step) {
+            record_owned(g, call, k);
         }
         if STATS.load(Ordering::Relaxed) {
             let r = if k < 0 { result_str(k) } else { "ok".into() };
+            let name = match &step {
+                Step::Call(c) => c.name(),
+                Step::Fork => "fork",
+                Step::Exec => "exec",
+            };
             *STATS_MAP
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .entry(format!("{} {r}", call.name()))
+                .entry(format!("{name} {r}"))
                 .or_default() += 1;
         }
         results.push((k, ms.clone()));
-        if let Some(report) = compare(&pair, setup, Some((k, &ms)))? {
+        if let Some(report) = compare(&pair, setup, Some((k, &ms)), view)? {
             return Ok(Run {
                 results,
                 mismatch: Some(Mismatch {
@@ -504,6 +811,10 @@ fn run(
                     report,
                 }),
             });
+        }
+        i += 1;
+        if matches!(step, Step::Exec) {
+            break;
         }
     }
     Ok(Run {
@@ -557,8 +868,8 @@ fn new_gen(setup: &Setup, seed: u64, case: u64) -> Gen {
     }
 }
 
-/// Delete calls one at a time while the mismatch persists.
-fn shrink(setup: &Setup, mut calls: Vec<Call>) -> Result<Vec<Call>, String> {
+/// Delete steps one at a time while the mismatch persists.
+fn shrink(setup: &Setup, mut calls: Vec<Step>) -> Result<Vec<Step>, String> {
     loop {
         let mut progress = false;
         let mut i = 0;
@@ -588,7 +899,7 @@ fn report_failure(
     seed: u64,
     case: u64,
     ncalls: usize,
-    calls: Vec<Call>,
+    calls: Vec<Step>,
 ) -> Result<(), String> {
     let original = calls.len();
     let shrunk = shrink(setup, calls)?;
@@ -607,7 +918,10 @@ fn report_failure(
         let mode = if *writable { "O_RDWR" } else { "O_RDONLY" };
         eprintln!("fd {}: {path}, {mode}, {size} bytes", FILE_FD0 + i as i32);
     }
-    eprintln!("shrunk from {original} to {} calls:", shrunk.len());
+    if shrunk.iter().any(|s| matches!(s, Step::Exec)) {
+        eprintln!("exec runs {} ({} bytes)", setup.tiny.path, setup.tiny.size);
+    }
+    eprintln!("shrunk from {original} to {} steps:", shrunk.len());
     for (i, c) in shrunk.iter().enumerate() {
         let (k, ms) = r.results.get(i).cloned().unwrap_or((0, Vec::new()));
         let ms: Vec<String> = ms.iter().map(|&m| result_str(m)).collect();
@@ -685,9 +999,12 @@ pub fn main() -> i32 {
     };
     let next = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
-    let failure: Mutex<Option<(u64, Vec<Call>)>> = Mutex::new(None);
+    let failure: Mutex<Option<(u64, Vec<Step>)>> = Mutex::new(None);
     let error: Mutex<Option<String>> = Mutex::new(None);
     let total_calls = AtomicU64::new(0);
+    let total_forks = AtomicU64::new(0);
+    let total_execs = AtomicU64::new(0);
+    let forked_cases = AtomicU64::new(0);
     std::thread::scope(|s| {
         for _ in 0..threads.max(1) {
             s.spawn(|| loop {
@@ -702,7 +1019,18 @@ pub fn main() -> i32 {
                 let mut calls = Vec::new();
                 match run(&setup, &mut calls, Some((&mut g, ncalls))) {
                     Ok(r) => {
-                        total_calls.fetch_add(r.results.len() as u64, Ordering::Relaxed);
+                        let ran = &calls[..r.results.len()];
+                        let count =
+                            |f: fn(&Step) -> bool| ran.iter().filter(|s| f(s)).count() as u64;
+                        total_calls
+                            .fetch_add(count(|s| matches!(s, Step::Call(_))), Ordering::Relaxed);
+                        total_forks
+                            .fetch_add(count(|s| matches!(s, Step::Fork)), Ordering::Relaxed);
+                        total_execs
+                            .fetch_add(count(|s| matches!(s, Step::Exec)), Ordering::Relaxed);
+                        if ran.iter().any(|s| matches!(s, Step::Fork)) {
+                            forked_cases.fetch_add(1, Ordering::Relaxed);
+                        }
                         if let Some(m) = r.mismatch {
                             calls.truncate(m.at.map_or(0, |a| a + 1));
                             let mut f = failure.lock().unwrap_or_else(|e| e.into_inner());
@@ -743,8 +1071,12 @@ pub fn main() -> i32 {
         return 1;
     }
     println!(
-        "differential: OK: {done} cases, {} calls, 0 mismatches, {secs:.1} s (seed {seed:#x})",
-        total_calls.load(Ordering::Relaxed)
+        "differential: OK: {done} cases, {} calls, {} forks (in {} cases), {} execs, \
+         0 mismatches (maps and VmFlags), {secs:.1} s (seed {seed:#x})",
+        total_calls.load(Ordering::Relaxed),
+        total_forks.load(Ordering::Relaxed),
+        forked_cases.load(Ordering::Relaxed),
+        total_execs.load(Ordering::Relaxed),
     );
     0
 }
