@@ -178,6 +178,27 @@ bitflags! {
         const SOFTDIRTY = 0x800_0000;
         /// Transparent huge pages refused (`MAP_STACK`).
         const NOHUGEPAGE = 0x4000_0000;
+        // --- madvise / mlock (issue 14) ---
+        /// `VM_MAYBE_GUARD`: `MADV_GUARD_INSTALL` put guard markers in the
+        /// VMA's page tables (6.18 stable). Sticky: it never blocks a
+        /// merge, and a merged VMA keeps it if either part had it.
+        const MAYBE_GUARD = 0x800;
+        /// `MADV_SEQUENTIAL` (`VM_SEQ_READ`).
+        const SEQ_READ = 0x8000;
+        /// `MADV_RANDOM` (`VM_RAND_READ`).
+        const RAND_READ = 0x1_0000;
+        /// `mlock2(MLOCK_ONFAULT)` or `MCL_ONFAULT`: lock pages only as
+        /// they are faulted in (with `LOCKED`).
+        const LOCKONFAULT = 0x8_0000;
+        /// `MADV_WIPEONFORK`: the child gets the range empty.
+        const WIPEONFORK = 0x200_0000;
+        /// `MADV_DONTDUMP` (`VM_DONTDUMP`).
+        const DONTDUMP = 0x400_0000;
+        /// `MADV_HUGEPAGE`: transparent huge pages wanted.
+        const HUGEPAGE = 0x2000_0000;
+        /// `MADV_MERGEABLE`: KSM may merge its pages.
+        const MERGEABLE = 0x8000_0000;
+        // --- end madvise / mlock ---
         /// Protection key, bit 0 (x86 `VM_PKEY_BIT0`).
         const PKEY_BIT0 = 1 << 32;
         /// Protection key, bit 1.
@@ -188,6 +209,18 @@ bitflags! {
         const PKEY_BIT3 = 1 << 35;
     }
 }
+
+/// The `smaps` names of the madvise and mlock flags.
+const MADV_MLOCK_NAMES: [(VmFlags, &str); 8] = [
+    (VmFlags::MAYBE_GUARD, "gu"),
+    (VmFlags::SEQ_READ, "sr"),
+    (VmFlags::RAND_READ, "rr"),
+    (VmFlags::LOCKONFAULT, "lf"),
+    (VmFlags::WIPEONFORK, "wf"),
+    (VmFlags::DONTDUMP, "dd"),
+    (VmFlags::HUGEPAGE, "hg"),
+    (VmFlags::MERGEABLE, "mg"),
+];
 
 impl VmFlags {
     /// The protection-key bits.
@@ -236,8 +269,14 @@ impl VmFlags {
 
     /// The flags that must match for two VMAs to merge.
     pub(crate) fn merge_key(self) -> VmFlags {
-        self - VmFlags::SOFTDIRTY
+        self - VmFlags::SOFTDIRTY - VmFlags::STICKY
     }
+
+    /// `VM_STICKY`: flags that do not block a merge and that the merged
+    /// VMA takes from either side.
+    pub const STICKY: VmFlags = VmFlags::MAYBE_GUARD;
+    /// `VM_LOCKED_MASK`: what `mlock` and `munlock` set and clear.
+    pub const LOCKED_MASK: VmFlags = VmFlags::LOCKED.union(VmFlags::LOCKONFAULT);
 
     /// The names `/proc/<pid>/smaps` prints in its `VmFlags:` line, for
     /// the bits the model keeps.
@@ -260,8 +299,10 @@ impl VmFlags {
             (VmFlags::SYNC, "sf"),
             (VmFlags::NOHUGEPAGE, "nh"),
         ];
-        NAMES
-            .iter()
+        let mut all: Vec<&(VmFlags, &str)> = NAMES.iter().chain(MADV_MLOCK_NAMES.iter()).collect();
+        // The kernel prints them in bit order.
+        all.sort_by_key(|(f, _)| f.bits());
+        all.into_iter()
             .filter(|(f, _)| self.contains(*f))
             .map(|&(_, n)| n)
             .collect()
@@ -290,6 +331,15 @@ impl VmFlags {
                 "sf" => VmFlags::SYNC,
                 "sd" => VmFlags::SOFTDIRTY,
                 "nh" => VmFlags::NOHUGEPAGE,
+                // madvise / mlock
+                "gu" => VmFlags::MAYBE_GUARD,
+                "sr" => VmFlags::SEQ_READ,
+                "rr" => VmFlags::RAND_READ,
+                "lf" => VmFlags::LOCKONFAULT,
+                "wf" => VmFlags::WIPEONFORK,
+                "dd" => VmFlags::DONTDUMP,
+                "hg" => VmFlags::HUGEPAGE,
+                "mg" => VmFlags::MERGEABLE,
                 _ => VmFlags::empty(),
             };
         }

@@ -59,16 +59,25 @@ impl Mm {
         let mut vmas = Vec::with_capacity(st.index.len());
         // A child's file VMA goes into its parent VMA's i_mmap group.
         let mut hints = Vec::with_capacity(st.index.len());
+        let mut guards = super::madvise::Guards::default();
         st.index.for_each(&mut |v| {
             if v.flags().contains(VmFlags::DONTCOPY) {
                 return;
             }
             hints.push(v.imap_group().and_then(|g| u32::try_from(g).ok()));
-            let anon = v.anon().map(|l| l.fork(v.pages()));
+            // A VM_WIPEONFORK VMA comes back empty: no anon_vma, no page
+            // tables (so no guard markers either).
+            let wipe = v.flags().contains(VmFlags::WIPEONFORK);
+            let anon = v.anon().filter(|_| !wipe).map(|l| l.fork(v.pages()));
+            if !wipe {
+                for (s, e) in st.guards.within(v.start(), v.end()) {
+                    guards.insert(s, e);
+                }
+            }
             vmas.push(Arc::new(Vma::new(
                 v.start(),
                 v.end(),
-                v.flags() - VmFlags::LOCKED,
+                v.flags() - VmFlags::LOCKED_MASK,
                 v.pgoff(),
                 v.file().cloned(),
                 anon,
@@ -85,6 +94,9 @@ impl Mm {
                 max_map_count: 0,
                 policy: Arc::clone(&st.policy),
                 exec_only_pkey: st.exec_only_pkey,
+                // The child's mm_init keeps no VM_LOCKED default.
+                def_flags: VmFlags::empty(),
+                guards,
             },
             &vmas,
             &hints,
@@ -156,6 +168,8 @@ impl State {
     pub(crate) fn clear(&mut self) {
         let all = self.vmas();
         self.commit(&all, Vec::new());
+        self.guards = super::madvise::Guards::default();
+        self.def_flags = VmFlags::empty();
         self.start_brk = 0;
         self.brk = 0;
     }

@@ -26,7 +26,9 @@ mod area;
 mod brk;
 mod fault;
 mod lifecycle;
+mod madvise;
 mod merge;
+pub mod mlock;
 mod mmap;
 mod mprotect;
 mod mremap;
@@ -35,6 +37,7 @@ mod tests;
 
 pub use fault::{Access, FaultError, FaultPath};
 pub use lifecycle::{Image, Segment};
+pub use madvise::Advice;
 
 /// An address space: VMAs in an index, an `mmap_lock`, and the heap and
 /// stack bookkeeping `brk` and `/proc/<pid>/maps` need.
@@ -84,6 +87,11 @@ pub(crate) struct State {
     /// The execute-only protection key, once allocated
     /// (`mm->context.execute_only_pkey`).
     pub(crate) exec_only_pkey: Option<u8>,
+    /// `mm->def_flags` as far as `mlockall(MCL_FUTURE)` sets it
+    /// (`VM_LOCKED`, `VM_LOCKONFAULT`): added to every later mapping.
+    pub(crate) def_flags: VmFlags,
+    /// The pages holding `MADV_GUARD_INSTALL` markers.
+    pub(crate) guards: madvise::Guards,
 }
 
 impl Mm {
@@ -112,6 +120,8 @@ impl Mm {
                 max_map_count: 0,
                 policy: Arc::clone(policy),
                 exec_only_pkey: None,
+                def_flags: VmFlags::empty(),
+                guards: madvise::Guards::default(),
             },
             &[],
             &[],
@@ -227,6 +237,8 @@ impl Mm {
                 max_map_count: 0,
                 policy: Arc::clone(policy),
                 exec_only_pkey: None,
+                def_flags: VmFlags::empty(),
+                guards: madvise::Guards::default(),
             },
             &vmas,
             &[],
@@ -419,6 +431,7 @@ impl State {
         if first.start() < start && end < first.end() && self.index.len() >= layout.max_map_count {
             return Err(Errno::ENOMEM);
         }
+        self.guards.remove(start, end);
         let mut keep = Vec::new();
         if first.start() < start {
             keep.push(first.resized(first.start(), start));
