@@ -42,9 +42,26 @@ pub struct Image {
 
 impl Mm {
     /// `fork`: a new address space with a copy of every VMA (but those
-    /// marked `VM_DONTCOPY`). A VMA with an anon_vma gets a new anon_vma in
-    /// the child, chained to the parent's, which is what later stops it
-    /// merging with VMAs that do not share that history.
+    /// marked `VM_DONTCOPY` by `MADV_DONTFORK`). A VMA with an anon_vma
+    /// gets a new anon_vma in the child, chained to the parent's, which is
+    /// what later stops it merging with VMAs that do not share that
+    /// history; a `VM_WIPEONFORK` VMA comes back empty instead, with no
+    /// anon_vma (and no guard markers). The child's VMAs are unlocked and
+    /// it keeps no `mlockall(MCL_FUTURE)` default.
+    ///
+    /// ```
+    /// use mm::{Access, Advice, MapFlags, Mm, Prot};
+    /// let parent = Mm::default();
+    /// let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+    /// let a = parent.mmap(0, 3 * 4096, Prot::READ | Prot::WRITE, anon, None, 0).unwrap();
+    /// parent.fault(a, Access::Write).unwrap();
+    /// parent.madvise(a, 4096, Advice::DONTFORK).unwrap();
+    /// parent.madvise(a + 8192, 4096, Advice::WIPEONFORK).unwrap();
+    /// let child = parent.fork();
+    /// assert!(child.find_vma(a).unwrap().start() == a + 4096); // not copied
+    /// assert!(child.find_vma(a + 4096).unwrap().anon().is_some());
+    /// assert!(child.find_vma(a + 8192).unwrap().anon().is_none()); // wiped
+    /// ```
     ///
     /// ```
     /// use mm::{MapFlags, Mm, Prot};

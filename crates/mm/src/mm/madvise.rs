@@ -247,10 +247,13 @@ impl Mm {
     /// anon_vma).
     ///
     /// `MADV_COLLAPSE` is refused (`EINVAL`) where the kernel refuses it
-    /// for the VMA: file and shared memory (no read-only THP for
-    /// filesystems, shmem huge pages off), `VM_NOHUGEPAGE`, no anon_vma,
-    /// or no room for an aligned huge page; otherwise the model, having no
-    /// pages, answers as if every huge page of the range collapsed.
+    /// for the VMA whatever its pages: `VM_NOHUGEPAGE`, no room for an
+    /// aligned huge page, private anonymous memory with no anon_vma. File
+    /// and shared memory are refused too, which is what a file open for
+    /// writing gets (no read-only THP for filesystems); shmem's answer
+    /// depends on its pages and on free memory, which the model does not
+    /// have. Otherwise the model, having no pages, answers as if every huge
+    /// page of the range collapsed.
     ///
     /// ```
     /// use mm::{Advice, Errno, MapFlags, Mm, Prot, VmFlags};

@@ -2,7 +2,8 @@
 //! call is built from.
 //!
 //! Each system call lives in its own file (`mmap.rs`, `mprotect.rs`,
-//! `mremap.rs`, `brk.rs`, `fault.rs`, `lifecycle.rs`); free-area search is
+//! `mremap.rs`, `brk.rs`, `fault.rs`, `lifecycle.rs`, `madvise.rs`,
+//! `mlock.rs`); free-area search is
 //! in `area.rs` and the merge rules in `merge.rs`. All of them edit the
 //! VMA index through [`State::commit`], which write-locks the VMAs being
 //! replaced before publishing their replacements.

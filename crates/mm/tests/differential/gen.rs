@@ -589,9 +589,10 @@ impl Gen {
                         .start()
                         .checked_next_multiple_of(PMD)
                         .is_some_and(|h| h + PMD <= v.end());
+                    // File and shmem VMAs depend on pages too (a shared
+                    // anonymous one has been seen to fail with ENOMEM).
                     v.start() <= s
-                        && (v.file().is_some()
-                            || v.anon().is_none()
+                        && ((v.file().is_none() && v.anon().is_none())
                             || v.flags().contains(mm::VmFlags::NOHUGEPAGE)
                             || !room)
                 });
