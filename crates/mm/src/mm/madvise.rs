@@ -734,6 +734,28 @@ mod tests {
     }
 
     #[test]
+    fn special_mappings_refuse_dodump_guards_and_locks() {
+        let text = "7ffff7fc1000-7ffff7fc3000 r-xp 00000000 00:00 0    [vdso]\n\
+                    VmFlags: rd ex mr mw me de\n";
+        let smaps = crate::procmaps::parse_smaps(text).unwrap();
+        let policy = crate::Policy::shared_default();
+        let mm = Mm::from_smaps(policy, crate::Layout::default(), &smaps, 0, 0, 0, &[]).unwrap();
+        let at = 0x7fff_f7fc_1000;
+        assert_eq!(mm.madvise(at, P, Advice::DODUMP), Err(Errno::EINVAL));
+        assert_eq!(mm.madvise(at, P, Advice::GUARD_INSTALL), Err(Errno::EINVAL));
+        assert_eq!(mm.madvise(at, P, Advice::GUARD_REMOVE), Err(Errno::EINVAL));
+        // KSM skips it; mlock leaves it unlocked.
+        mm.madvise(at, 2 * P, Advice::MERGEABLE).unwrap();
+        mm.mlock(at, 2 * P).unwrap();
+        let v = mm.find_vma(at).unwrap();
+        assert!(!v.flags().intersects(VmFlags::MERGEABLE | VmFlags::LOCKED));
+        // DONTDUMP is allowed (and, special, it never merges back).
+        mm.madvise(at, P, Advice::DONTDUMP).unwrap();
+        assert!(mm.find_vma(at).unwrap().flags().contains(VmFlags::DONTDUMP));
+        assert_eq!(mm.map_count(), 2);
+    }
+
+    #[test]
     fn populate_write_gives_an_anon_vma() {
         let mm = Mm::default();
         mm.mmap(BASE, 4 * P, rw(), anon(), None, 0).unwrap();

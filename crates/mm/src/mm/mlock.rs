@@ -383,6 +383,40 @@ mod tests {
         );
     }
 
+    /// The answers of a C probe run on Linux 6.18 without CAP_IPC_LOCK
+    /// and a 4-page RLIMIT_MEMLOCK, call for call.
+    #[test]
+    fn the_kernel_probe_without_cap_ipc_lock() {
+        let rw = Prot::READ | Prot::WRITE;
+        let mm = limited(4 * P, false);
+        mm.set_brk_base(0x5555_5555_8000);
+        let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+        let a = mm.mmap(0, 8 * P, rw, anon, None, 0).unwrap();
+        assert_eq!(mm.mlock(a, 5 * P), Err(Errno::ENOMEM));
+        assert_eq!(mm.mlock(a, 4 * P), Ok(()));
+        assert_eq!(mm.mlock(a, 4 * P), Ok(()));
+        assert_eq!(mm.mlock(a + 4 * P, P), Err(Errno::ENOMEM));
+        // The limit is checked before the range wraps.
+        assert_eq!(mm.mlock(u64::MAX - P + 1, 2 * P), Err(Errno::ENOMEM));
+        let locked = anon | MapFlags::LOCKED;
+        assert_eq!(mm.mmap(0, P, rw, locked, None, 0), Err(Errno::EAGAIN));
+        assert_eq!(mm.mlockall(MCL_CURRENT), Err(Errno::ENOMEM));
+        assert_eq!(mm.munlockall(), Ok(()));
+        assert_eq!(mm.mlockall(MCL_FUTURE), Ok(()));
+        assert_eq!(mm.mmap(0, 5 * P, rw, anon, None, 0), Err(Errno::EAGAIN));
+        let b = mm.mmap(0, 4 * P, rw, anon, None, 0).unwrap();
+        let grow = crate::MremapFlags::MAYMOVE;
+        assert_eq!(mm.mremap(b, 4 * P, 5 * P, grow, 0), Err(Errno::EAGAIN));
+        let brk = mm.brk(0);
+        assert_eq!(mm.brk(brk + P), brk, "brk growth refused");
+        mm.munlockall().unwrap();
+        let none = limited(0, false);
+        none.mmap(a, P, rw, fixed(), None, 0).unwrap();
+        assert_eq!(none.mlock(a, P), Err(Errno::EPERM));
+        assert_eq!(none.mlockall(MCL_FUTURE), Err(Errno::EPERM));
+        assert_eq!(none.mmap(0, P, rw, locked, None, 0), Err(Errno::EPERM));
+    }
+
     #[test]
     fn lock_errors_in_the_kernel_order() {
         let mm = Mm::default();
