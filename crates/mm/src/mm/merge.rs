@@ -1,6 +1,8 @@
 //! When neighbouring VMAs become one, as Linux's `mm/vma.c` decides it.
 //!
-//! Two VMAs merge when they touch, have equal flags (ignoring soft-dirty),
+//! Two VMAs merge when they touch, have equal flags (ignoring soft-dirty
+//! and the sticky `VM_MAYBE_GUARD`, which the merged VMA keeps if either
+//! side had it),
 //! map the same file (or none) at contiguous page offsets, neither is a
 //! special mapping, and their anon_vmas agree: equal, or only one has one
 //! and the other side was never forked from a parent whose pages it still
