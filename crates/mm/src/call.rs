@@ -1,5 +1,6 @@
 //! One vocabulary for the calls that change an address space: `mmap`,
-//! `munmap`, `mprotect`, `mremap`, `brk` and the write fault.
+//! `munmap`, `mprotect`, `mremap`, `brk`, the write fault, `madvise` and
+//! the `mlock` family.
 //!
 //! A [`Call`] holds its arguments as the kernel receives them: addresses,
 //! lengths and flag words as raw 64-bit values, the file as a descriptor
@@ -36,7 +37,7 @@ use std::sync::Arc;
 
 use bitflags::Flags;
 
-use crate::{Access, Errno, FaultError, File, MapFlags, Mm, MremapFlags, Prot};
+use crate::{Access, Advice, Errno, FaultError, File, MapFlags, Mm, MremapFlags, Prot};
 
 /// One call on an address space, with its arguments as the kernel takes
 /// them. Each variant's arguments are a struct of their own, with the C
@@ -67,6 +68,20 @@ pub enum Call {
     Brk(Brk),
     /// A write to one byte: a page fault, not a system call.
     WriteFault(WriteFault),
+    // --- madvise / mlock (issue 14) ---
+    /// `madvise(addr, len, advice)`.
+    Madvise(Madvise),
+    /// `mlock(addr, len)`.
+    Mlock(Mlock),
+    /// `mlock2(addr, len, flags)`.
+    Mlock2(Mlock2),
+    /// `munlock(addr, len)`.
+    Munlock(Munlock),
+    /// `mlockall(flags)`.
+    Mlockall(Mlockall),
+    /// `munlockall()`.
+    Munlockall(Munlockall),
+    // --- end madvise / mlock ---
 }
 
 /// The arguments of `mmap`.
@@ -216,6 +231,128 @@ pub struct WriteFault {
     pub addr: u64,
 }
 
+// --- madvise / mlock (issue 14) ---
+
+/// The arguments of `madvise`.
+///
+/// `advice` is the kernel's `int`: only its low 32 bits count.
+///
+/// ```
+/// use mm::call::Call;
+/// use mm::{Errno, Mm};
+///
+/// let mm = Mm::default();
+/// let a = Call::mmap(0, 8192, 0x3, 0x22, -1, 0).apply(&mm, |_| None).unwrap();
+/// let dontfork = Call::madvise(a, 4096, 10);
+/// assert_eq!(dontfork.to_string(), format!("madvise({a:#x}, 4096, MADV_DONTFORK)"));
+/// assert_eq!(dontfork.apply(&mm, |_| None), Ok(0));
+/// assert_eq!(mm.map_count(), 2);
+/// assert_eq!(Call::madvise(a, 4096, 7).to_string(), format!("madvise({a:#x}, 4096, 7)"));
+/// assert_eq!(Call::madvise(a, 4096, 7).apply(&mm, |_| None), Err(Errno::EINVAL));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Madvise {
+    /// Start, page-aligned.
+    pub addr: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// `MADV_*`.
+    pub advice: u64,
+}
+
+/// The arguments of `mlock`.
+///
+/// ```
+/// use mm::call::Call;
+/// use mm::Mm;
+///
+/// let mm = Mm::default();
+/// let a = Call::mmap(0, 4096, 0x3, 0x22, -1, 0).apply(&mm, |_| None).unwrap();
+/// assert_eq!(Call::mlock(a, 4096).apply(&mm, |_| None), Ok(0));
+/// assert_eq!(Call::mlock(a, 4096).to_string(), format!("mlock({a:#x}, 4096)"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Mlock {
+    /// Start (rounded down to its page).
+    pub addr: u64,
+    /// Length in bytes.
+    pub len: u64,
+}
+
+/// The arguments of `mlock2`.
+///
+/// `flags` is the kernel's `int`: only its low 32 bits count.
+///
+/// ```
+/// use mm::call::Call;
+/// use mm::{Errno, Mm};
+///
+/// let mm = Mm::default();
+/// let a = Call::mmap(0, 4096, 0x3, 0x22, -1, 0).apply(&mm, |_| None).unwrap();
+/// let onfault = Call::mlock2(a, 4096, 1);
+/// assert_eq!(onfault.to_string(), format!("mlock2({a:#x}, 4096, MLOCK_ONFAULT)"));
+/// assert_eq!(onfault.apply(&mm, |_| None), Ok(0));
+/// assert_eq!(Call::mlock2(a, 4096, 2).apply(&mm, |_| None), Err(Errno::EINVAL));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Mlock2 {
+    /// Start (rounded down to its page).
+    pub addr: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// `MLOCK_ONFAULT` or 0.
+    pub flags: u64,
+}
+
+/// The arguments of `munlock`.
+///
+/// ```
+/// use mm::call::Call;
+/// use mm::{Errno, Mm};
+///
+/// let mm = Mm::default();
+/// assert_eq!(Call::munlock(0x10000, 4096).apply(&mm, |_| None), Err(Errno::ENOMEM));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Munlock {
+    /// Start (rounded down to its page).
+    pub addr: u64,
+    /// Length in bytes.
+    pub len: u64,
+}
+
+/// The argument of `mlockall`.
+///
+/// `flags` is the kernel's `int`: only its low 32 bits count.
+///
+/// ```
+/// use mm::call::Call;
+/// use mm::{Errno, Mm};
+///
+/// let mm = Mm::default();
+/// let future = Call::mlockall(2);
+/// assert_eq!(future.to_string(), "mlockall(MCL_FUTURE)");
+/// assert_eq!(future.apply(&mm, |_| None), Ok(0));
+/// assert_eq!(Call::mlockall(0).apply(&mm, |_| None), Err(Errno::EINVAL));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Mlockall {
+    /// `MCL_*` bits.
+    pub flags: u64,
+}
+
+/// `munlockall` takes no argument.
+///
+/// ```
+/// use mm::call::Call;
+/// assert_eq!(Call::munlockall().to_string(), "munlockall()");
+/// assert_eq!(Call::munlockall().apply(&mm::Mm::default(), |_| None), Ok(0));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Munlockall {}
+
+// --- end madvise / mlock ---
+
 // A bit the kernel does not know in each flag word the model takes as
 // `u32`: it stands in for bits above 31 (see `low_word`).
 const STRAY_PROT: u32 = 0x10;
@@ -275,6 +412,40 @@ impl Call {
         Call::WriteFault(WriteFault { addr })
     }
 
+    // --- madvise / mlock (issue 14) ---
+
+    /// `madvise(addr, len, advice)`.
+    pub const fn madvise(addr: u64, len: u64, advice: u64) -> Call {
+        Call::Madvise(Madvise { addr, len, advice })
+    }
+
+    /// `mlock(addr, len)`.
+    pub const fn mlock(addr: u64, len: u64) -> Call {
+        Call::Mlock(Mlock { addr, len })
+    }
+
+    /// `mlock2(addr, len, flags)`.
+    pub const fn mlock2(addr: u64, len: u64, flags: u64) -> Call {
+        Call::Mlock2(Mlock2 { addr, len, flags })
+    }
+
+    /// `munlock(addr, len)`.
+    pub const fn munlock(addr: u64, len: u64) -> Call {
+        Call::Munlock(Munlock { addr, len })
+    }
+
+    /// `mlockall(flags)`.
+    pub const fn mlockall(flags: u64) -> Call {
+        Call::Mlockall(Mlockall { flags })
+    }
+
+    /// `munlockall()`.
+    pub const fn munlockall() -> Call {
+        Call::Munlockall(Munlockall {})
+    }
+
+    // --- end madvise / mlock ---
+
     /// Run the call on `mm`: the value the system call returns (an
     /// address, the break, 0 for the calls that return nothing), or the
     /// errno, from the same checks in the kernel's order.
@@ -319,6 +490,15 @@ impl Call {
                 .fault(c.addr, Access::Write)
                 .map(|_| 0)
                 .map_err(FaultError::errno),
+            // madvise / mlock: `int` arguments keep their low 32 bits.
+            Call::Madvise(c) => mm
+                .madvise(c.addr, c.len, Advice(c.advice as i32))
+                .map(|()| 0),
+            Call::Mlock(c) => mm.mlock(c.addr, c.len).map(|()| 0),
+            Call::Mlock2(c) => mm.mlock2(c.addr, c.len, c.flags as u32).map(|()| 0),
+            Call::Munlock(c) => mm.munlock(c.addr, c.len).map(|()| 0),
+            Call::Mlockall(c) => mm.mlockall(c.flags as u32).map(|()| 0),
+            Call::Munlockall(_) => mm.munlockall().map(|()| 0),
         }
     }
 
@@ -336,6 +516,12 @@ impl Call {
             Call::Mremap(_) => "mremap",
             Call::Brk(_) => "brk",
             Call::WriteFault(_) => "write_fault",
+            Call::Madvise(_) => "madvise",
+            Call::Mlock(_) => "mlock",
+            Call::Mlock2(_) => "mlock2",
+            Call::Munlock(_) => "munlock",
+            Call::Mlockall(_) => "mlockall",
+            Call::Munlockall(_) => "munlockall",
         }
     }
 }
@@ -393,6 +579,33 @@ impl fmt::Display for Call {
             Call::Brk(Brk { addr }) | Call::WriteFault(WriteFault { addr }) => {
                 write!(f, "{addr:#x}")?
             }
+            Call::Madvise(c) => {
+                let advice = Advice(c.advice as i32);
+                if c.advice >> 32 == 0 && advice.is_known() {
+                    write!(f, "{:#x}, {}, {advice}", c.addr, Size(c.len))?
+                } else {
+                    write!(f, "{:#x}, {}, {}", c.addr, Size(c.len), c.advice as i64)?
+                }
+            }
+            Call::Mlock(Mlock { addr, len }) | Call::Munlock(Munlock { addr, len }) => {
+                write!(f, "{addr:#x}, {}", Size(*len))?
+            }
+            Call::Mlock2(c) => write!(
+                f,
+                "{:#x}, {}, {}",
+                c.addr,
+                Size(c.len),
+                named_bits(c.flags, &[(1, "MLOCK_ONFAULT")])
+            )?,
+            Call::Mlockall(c) => write!(
+                f,
+                "{}",
+                named_bits(
+                    c.flags,
+                    &[(1, "MCL_CURRENT"), (2, "MCL_FUTURE"), (4, "MCL_ONFAULT")]
+                )
+            )?,
+            Call::Munlockall(_) => {}
         }
         f.write_str(")")
     }
@@ -452,6 +665,22 @@ fn push_names<F: Flags<Bits = u32>>(parts: &mut Vec<String>, prefix: &str, word:
     if rest != 0 {
         parts.push(format!("{rest:#x}"));
     }
+}
+
+/// A flag word from a table of names, the rest in hex, `0` when empty.
+fn named_bits(word: u64, names: &[(u64, &str)]) -> String {
+    let mut parts = Vec::new();
+    let mut rest = word;
+    for &(bit, name) in names {
+        if word & bit != 0 {
+            parts.push(name.to_string());
+            rest &= !bit;
+        }
+    }
+    if rest != 0 {
+        parts.push(format!("{rest:#x}"));
+    }
+    join(parts, "0")
 }
 
 fn join(parts: Vec<String>, none: &str) -> String {

@@ -178,6 +178,27 @@ bitflags! {
         const SOFTDIRTY = 0x800_0000;
         /// Transparent huge pages refused (`MAP_STACK`).
         const NOHUGEPAGE = 0x4000_0000;
+        // --- madvise / mlock (issue 14) ---
+        /// `VM_MAYBE_GUARD`: `MADV_GUARD_INSTALL` put guard markers in the
+        /// VMA's page tables (6.18 stable). Sticky: it never blocks a
+        /// merge, and a merged VMA keeps it if either part had it.
+        const MAYBE_GUARD = 0x800;
+        /// `MADV_SEQUENTIAL` (`VM_SEQ_READ`).
+        const SEQ_READ = 0x8000;
+        /// `MADV_RANDOM` (`VM_RAND_READ`).
+        const RAND_READ = 0x1_0000;
+        /// `mlock2(MLOCK_ONFAULT)` or `MCL_ONFAULT`: lock pages only as
+        /// they are faulted in (with `LOCKED`).
+        const LOCKONFAULT = 0x8_0000;
+        /// `MADV_WIPEONFORK`: the child gets the range empty.
+        const WIPEONFORK = 0x200_0000;
+        /// `MADV_DONTDUMP` (`VM_DONTDUMP`).
+        const DONTDUMP = 0x400_0000;
+        /// `MADV_HUGEPAGE`: transparent huge pages wanted.
+        const HUGEPAGE = 0x2000_0000;
+        /// `MADV_MERGEABLE`: KSM may merge its pages.
+        const MERGEABLE = 0x8000_0000;
+        // --- end madvise / mlock ---
         /// Protection key, bit 0 (x86 `VM_PKEY_BIT0`).
         const PKEY_BIT0 = 1 << 32;
         /// Protection key, bit 1.
@@ -236,63 +257,33 @@ impl VmFlags {
 
     /// The flags that must match for two VMAs to merge.
     pub(crate) fn merge_key(self) -> VmFlags {
-        self - VmFlags::SOFTDIRTY
+        self - VmFlags::SOFTDIRTY - VmFlags::STICKY
     }
 
-    /// The names `/proc/<pid>/smaps` prints in its `VmFlags:` line, for
-    /// the bits the model keeps.
-    pub fn smaps_names(self) -> Vec<&'static str> {
-        const NAMES: [(VmFlags, &str); 16] = [
-            (VmFlags::READ, "rd"),
-            (VmFlags::WRITE, "wr"),
-            (VmFlags::EXEC, "ex"),
-            (VmFlags::SHARED, "sh"),
-            (VmFlags::MAYREAD, "mr"),
-            (VmFlags::MAYWRITE, "mw"),
-            (VmFlags::MAYEXEC, "me"),
-            (VmFlags::MAYSHARE, "ms"),
-            (VmFlags::GROWSDOWN, "gd"),
-            (VmFlags::LOCKED, "lo"),
-            (VmFlags::DONTCOPY, "dc"),
-            (VmFlags::DONTEXPAND, "de"),
-            (VmFlags::ACCOUNT, "ac"),
-            (VmFlags::NORESERVE, "nr"),
-            (VmFlags::SYNC, "sf"),
-            (VmFlags::NOHUGEPAGE, "nh"),
-        ];
-        NAMES
-            .iter()
-            .filter(|(f, _)| self.contains(*f))
-            .map(|&(_, n)| n)
-            .collect()
-    }
+    /// `VM_STICKY`: flags that do not block a merge and that the merged
+    /// VMA takes from either side.
+    pub const STICKY: VmFlags = VmFlags::MAYBE_GUARD;
+    /// `VM_LOCKED_MASK`: what `mlock` and `munlock` set and clear.
+    pub const LOCKED_MASK: VmFlags = VmFlags::LOCKED.union(VmFlags::LOCKONFAULT);
 
-    /// Parse the names of a `/proc/<pid>/smaps` `VmFlags:` line; names the
-    /// model does not keep are skipped.
+    /// The flags of a `/proc/<pid>/smaps` `VmFlags:` line: every bit the
+    /// kernel named, kept whether or not the model has a constant for it
+    /// (a model built from a real map keeps e.g. `[vvar]`'s `pf io dd`).
+    /// A name the table in [`procmaps`](crate::procmaps) lacks (a newer
+    /// kernel's) is skipped, so reading a map never fails on it; the
+    /// strict reader is [`procmaps::vm_flags_from_mnemonics`](crate::procmaps::vm_flags_from_mnemonics).
+    ///
+    /// ```
+    /// use mm::VmFlags;
+    /// let f = VmFlags::from_smaps_names("rd wr mr mw me ac zz".split(' '));
+    /// assert_eq!(f, VmFlags::READ | VmFlags::WRITE | VmFlags::MAYREAD
+    ///     | VmFlags::MAYWRITE | VmFlags::MAYEXEC | VmFlags::ACCOUNT);
+    /// ```
     pub fn from_smaps_names<'a>(names: impl IntoIterator<Item = &'a str>) -> VmFlags {
-        let mut f = VmFlags::empty();
-        for n in names {
-            f |= match n {
-                "rd" => VmFlags::READ,
-                "wr" => VmFlags::WRITE,
-                "ex" => VmFlags::EXEC,
-                "sh" => VmFlags::SHARED,
-                "mr" => VmFlags::MAYREAD,
-                "mw" => VmFlags::MAYWRITE,
-                "me" => VmFlags::MAYEXEC,
-                "ms" => VmFlags::MAYSHARE,
-                "gd" => VmFlags::GROWSDOWN,
-                "lo" => VmFlags::LOCKED,
-                "dc" => VmFlags::DONTCOPY,
-                "de" => VmFlags::DONTEXPAND,
-                "ac" => VmFlags::ACCOUNT,
-                "nr" => VmFlags::NORESERVE,
-                "sf" => VmFlags::SYNC,
-                "sd" => VmFlags::SOFTDIRTY,
-                "nh" => VmFlags::NOHUGEPAGE,
-                _ => VmFlags::empty(),
-            };
-        }
-        f
+        let bits = names
+            .into_iter()
+            .filter_map(|n| crate::procmaps::vm_flags_from_mnemonics([n]).ok())
+            .fold(0, |a, b| a | b);
+        VmFlags::from_bits_retain(bits)
     }
 }

@@ -58,6 +58,13 @@ pub struct Layout {
     /// mapping gets the address space's execute-only key, which changes
     /// its flags (and so what it merges with).
     pub exec_only_pkey: bool,
+    /// `RLIMIT_MEMLOCK` in bytes: how much `mlock`, `mlockall`,
+    /// `MAP_LOCKED` and `MCL_FUTURE` may lock (8 MiB by default, the
+    /// kernel's `MLOCK_LIMIT`).
+    pub memlock_rlimit: u64,
+    /// The process holds `CAP_IPC_LOCK` (e.g. runs as root): it may lock
+    /// past `memlock_rlimit`.
+    pub cap_ipc_lock: bool,
 }
 
 impl Layout {
@@ -79,6 +86,8 @@ impl Layout {
             stack_top: task_size,
             cap_sys_rawio: false,
             exec_only_pkey: false,
+            memlock_rlimit: 8 << 20,
+            cap_ipc_lock: false,
         }
     }
 

@@ -102,6 +102,7 @@ pub use errno::Errno;
 pub use file::{File, FileMode};
 pub use flags::{MapFlags, MremapFlags, Prot, VmFlags, PAGE_SHIFT, PAGE_SIZE, PMD_SIZE};
 pub use layout::Layout;
+pub use mm::{mlock, Advice};
 pub use mm::{Access, FaultError, FaultPath, Image, Mm, Segment};
 pub use policy::{IndexKind, Policy};
 pub use vma::Vma;

@@ -172,11 +172,7 @@ pub fn parse_smaps(text: &str) -> Result<Vec<SmapsEntry>, String> {
                 // A name this table lacks (a newer kernel's) is skipped
                 // here, so recording still works; the differential test
                 // reads flags with the strict `parse_smaps_vmflags`.
-                let bits = rest
-                    .split_whitespace()
-                    .filter_map(|n| vm_flags_from_mnemonics([n]).ok())
-                    .fold(0, |a, b| a | b);
-                cur.flags = VmFlags::from_bits_retain(bits);
+                cur.flags = VmFlags::from_smaps_names(rest.split_whitespace());
             } else if let Some(rest) = line.strip_prefix("Anonymous:") {
                 let kb = rest.trim().trim_end_matches("kB").trim();
                 cur.has_anon_pages = kb.parse::<u64>().map(|k| k > 0).unwrap_or(false);
@@ -196,7 +192,7 @@ pub fn parse_smaps(text: &str) -> Result<Vec<SmapsEntry>, String> {
 /// `CONFIG_MEM_SOFT_DIRTY` (without it `VM_SOFTDIRTY` is 0 and never
 /// set), `ss` `CONFIG_X86_USER_SHADOW_STACK`, `ui`
 /// `CONFIG_HAVE_ARCH_USERFAULTFD_MINOR`.
-pub const VM_FLAG_MNEMONICS: [(u32, &str); 39] = [
+pub const VM_FLAG_MNEMONICS: [(u32, &str); 40] = [
     (0, "rd"),  // VM_READ
     (1, "wr"),  // VM_WRITE
     (2, "ex"),  // VM_EXEC
@@ -208,6 +204,7 @@ pub const VM_FLAG_MNEMONICS: [(u32, &str); 39] = [
     (8, "gd"),  // VM_GROWSDOWN
     (9, "um"),  // VM_UFFD_MISSING
     (10, "pf"), // VM_PFNMAP
+    (11, "gu"), // VM_MAYBE_GUARD (6.18 and its stable backports)
     (12, "uw"), // VM_UFFD_WP
     (13, "lo"), // VM_LOCKED
     (14, "io"), // VM_IO
@@ -246,7 +243,7 @@ pub const VM_FLAG_MNEMONICS: [(u32, &str); 39] = [
 /// assert_eq!(vm_flag_mnemonic(20), Some("ac"));
 /// assert_eq!(vm_flag_mnemonic(32), None); // a protection-key bit
 /// assert_eq!(vm_flag_mnemonic(42), Some("sl"));
-/// assert_eq!(vm_flag_mnemonic(11), Some("??"));
+/// assert_eq!(vm_flag_mnemonic(36), Some("??"));
 /// ```
 pub fn vm_flag_mnemonic(bit: u32) -> Option<&'static str> {
     let name = VM_FLAG_MNEMONICS
@@ -390,7 +387,7 @@ mod vmflags_tests {
 
     #[test]
     fn unnamed_bits_print_as_the_kernel_does() {
-        assert_eq!(vm_flags_mnemonics(1 << 11), ["??"]);
+        assert_eq!(vm_flags_mnemonics(1 << 36), ["??"]);
         assert!(vm_flags_mnemonics(VmFlags::PKEY_MASK.bits()).is_empty());
         assert!(vm_flags_from_mnemonics(["??"]).is_err());
     }

@@ -2,7 +2,7 @@
 //! the kernel: a refused call changes nothing, every step leaves valid
 //! VMAs, and both VMA indexes give the same map.
 
-use mm::{Access, Errno, IndexKind, Layout, MapFlags, Mm, MremapFlags, Policy, Prot};
+use mm::{Access, Advice, Errno, IndexKind, Layout, MapFlags, Mm, MremapFlags, Policy, Prot};
 use proptest::prelude::*;
 
 const PAGE: u64 = 4096;
@@ -41,6 +41,25 @@ enum Op {
         page: u64,
         write: bool,
     },
+    // madvise / mlock (issue 14)
+    Madvise {
+        page: u64,
+        pages: u64,
+        advice: i32,
+    },
+    Mlock {
+        page: u64,
+        pages: u64,
+        flags: u32,
+    },
+    Munlock {
+        page: u64,
+        pages: u64,
+    },
+    Mlockall {
+        flags: u32,
+    },
+    Munlockall,
 }
 
 fn addr(page: u64) -> u64 {
@@ -86,7 +105,29 @@ fn op() -> impl Strategy<Value = Op> {
             }
         ),
         (-4i64..8).prop_map(|pages| Op::Brk { pages }),
-        (page, any::<bool>()).prop_map(|(page, write)| Op::Fault { page, write }),
+        (page.clone(), any::<bool>()).prop_map(|(page, write)| Op::Fault { page, write }),
+        madvise_mlock_op(),
+    ]
+}
+
+/// The madvise and mlock-family calls, valid and not.
+fn madvise_mlock_op() -> impl Strategy<Value = Op> {
+    let page = 0..WINDOW_PAGES;
+    let pages = 0..8u64;
+    let advice = prop_oneof![
+        4 => 0..26i32,
+        1 => Just(102i32),
+        1 => Just(103i32),
+        1 => Just(-1i32),
+    ];
+    prop_oneof![
+        4 => (page.clone(), pages.clone(), advice)
+            .prop_map(|(page, pages, advice)| Op::Madvise { page, pages, advice }),
+        2 => (page.clone(), pages.clone(), 0..3u32)
+            .prop_map(|(page, pages, flags)| Op::Mlock { page, pages, flags }),
+        1 => (page, pages).prop_map(|(page, pages)| Op::Munlock { page, pages }),
+        1 => (0..9u32).prop_map(|flags| Op::Mlockall { flags }),
+        1 => Just(Op::Munlockall),
     ]
 }
 
@@ -142,6 +183,17 @@ fn apply(mm: &Mm, op: &Op, heap: u64, guard: Option<&maple::Guard>) -> Result<u6
             .map(|_| 0)
             .map_err(|e| e.errno())
         }
+        Op::Madvise {
+            page,
+            pages,
+            advice,
+        } => mm
+            .madvise(addr(page), pages * PAGE, Advice(advice))
+            .map(|_| 0),
+        Op::Mlock { page, pages, flags } => mm.mlock2(addr(page), pages * PAGE, flags).map(|_| 0),
+        Op::Munlock { page, pages } => mm.munlock(addr(page), pages * PAGE).map(|_| 0),
+        Op::Mlockall { flags } => mm.mlockall(flags).map(|_| 0),
+        Op::Munlockall => mm.munlockall().map(|_| 0),
     }
 }
 
@@ -254,10 +306,72 @@ proptest! {
                         same_outside(&before, &shape(&maple), &[src, dst]).map_err(TestCaseError::fail)?;
                     }
                     Op::Fault { .. } => {}
+                    // madvise, mlock and munlock walk their range in
+                    // address order and keep what they changed before a
+                    // hole or a refusing VMA, as the kernel does.
+                    Op::Madvise { page, pages, .. }
+                    | Op::Mlock { page, pages, .. }
+                    | Op::Munlock { page, pages } => {
+                        let range = (addr(*page), addr(*page) + pages * PAGE);
+                        same_outside(&before, &shape(&maple), &[range]).map_err(TestCaseError::fail)?;
+                    }
                     _ => prop_assert_eq!(&before, &shape(&maple), "failed {:?} changed the map", op),
                 }
             }
         }
+    }
+}
+
+/// Every VMA's bounds, flags and anon_vma presence: what a refused call
+/// must leave alone.
+fn full_state(mm: &Mm) -> Vec<(u64, u64, u64, bool)> {
+    mm.vmas()
+        .iter()
+        .map(|v| (v.start(), v.end(), v.flags().bits(), v.anon().is_some()))
+        .collect()
+}
+
+/// A madvise or mlock-family call with a bad argument.
+fn bad_call() -> impl Strategy<Value = (u64, u64, u32)> {
+    // (page, kind, value)
+    (0..WINDOW_PAGES, 0..8u64, any::<u32>())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("MM_PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(256),
+        ..ProptestConfig::default()
+    })]
+
+    /// madvise, mlock2 and mlockall refuse bad arguments with the
+    /// kernel's errno before they look at the map, and change nothing:
+    /// no VMA, flag or anon_vma.
+    #[test]
+    fn bad_lock_and_advice_arguments_change_nothing(
+        ops in proptest::collection::vec(op(), 1..40),
+        bad in bad_call(),
+    ) {
+        let mm = new_mm(IndexKind::Maple, 64);
+        let heap = BASE + 2 * WINDOW_PAGES * PAGE + (1 << 30);
+        mm.set_brk_base(heap);
+        for op in &ops {
+            let _ = apply(&mm, op, heap, None);
+        }
+        let before = full_state(&mm);
+        let (page, kind, value) = bad;
+        let a = addr(page);
+        let (got, want) = match kind {
+            0 => (mm.madvise(a + 1 + u64::from(value % 4095), PAGE, Advice::DONTFORK), Errno::EINVAL),
+            1 => (mm.madvise(a, PAGE, Advice(26 + (value % 76) as i32)), Errno::EINVAL),
+            2 => (mm.madvise(a, u64::MAX - u64::from(value % 4095), Advice::DONTNEED), Errno::EINVAL),
+            3 => (mm.madvise(u64::MAX - 4095, PAGE * 2, Advice::DONTFORK), Errno::EINVAL),
+            4 => (mm.mlock2(a, PAGE, value | 2), Errno::EINVAL),
+            5 => (mm.mlockall(value & !7 | 8), Errno::EINVAL),
+            6 => (mm.mlockall(4), Errno::EINVAL),
+            _ => (mm.munlock(u64::MAX - 4095, PAGE * 2), Errno::EINVAL),
+        };
+        prop_assert_eq!(got, Err(want));
+        prop_assert_eq!(full_state(&mm), before);
     }
 }
 
@@ -439,6 +553,10 @@ enum Wild {
     Mremap(u64, u64, u64, u32, u64),
     Brk(u64),
     Fault(u64, u8),
+    Madvise(u64, u64, i32),
+    Mlock(u64, u64, u32),
+    Munlock(u64, u64),
+    Mlockall(u32),
 }
 
 fn edge() -> impl Strategy<Value = u64> {
@@ -464,6 +582,11 @@ fn wild() -> impl Strategy<Value = Wild> {
             .prop_map(|(a, o, n, f, t)| Wild::Mremap(a, o, n, f, t)),
         edge().prop_map(Wild::Brk),
         (edge(), 0..3u8).prop_map(|(a, k)| Wild::Fault(a, k)),
+        (edge(), edge(), any::<i32>()).prop_map(|(a, l, v)| Wild::Madvise(a, l, v)),
+        (edge(), edge(), 0..26i32).prop_map(|(a, l, v)| Wild::Madvise(a, l, v)),
+        (edge(), edge(), 0..4u32).prop_map(|(a, l, f)| Wild::Mlock(a, l, f)),
+        (edge(), edge()).prop_map(|(a, l)| Wild::Munlock(a, l)),
+        (0..9u32).prop_map(Wild::Mlockall),
     ]
 }
 
@@ -506,6 +629,10 @@ proptest! {
                         let access = [Access::Read, Access::Write, Access::Exec][k as usize];
                         mm.fault(a, access).map(|_| 0).map_err(|e| e.errno())
                     }
+                    Wild::Madvise(a, l, v) => mm.madvise(a, l, Advice(v)).map(|_| 0),
+                    Wild::Mlock(a, l, f) => mm.mlock2(a, l, f).map(|_| 0),
+                    Wild::Munlock(a, l) => mm.munlock(a, l).map(|_| 0),
+                    Wild::Mlockall(f) => mm.mlockall(f).map(|_| 0),
                 })
                 .collect();
             prop_assert_eq!(results[0], results[1], "indexes disagree on {:?}", op);

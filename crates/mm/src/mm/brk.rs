@@ -62,11 +62,15 @@ impl Mm {
         if st.index.len() > layout.max_map_count {
             return orig;
         }
+        // check_brk_limits: mlockall(MCL_FUTURE) locks the growth too.
+        if !layout.mlock_future_ok(st.def_flags, st.locked_vm(), newbrk - oldbrk) {
+            return orig;
+        }
         let brkvma = st
             .index
             .find_prev(oldbrk)
             .filter(|v| v.start() >= st.start_brk);
-        let flags = VmFlags::BRK;
+        let flags = VmFlags::BRK | st.def_flags;
         let p = Proposal {
             start: oldbrk,
             end: newbrk,
@@ -91,6 +95,9 @@ impl Mm {
             );
         }
         st.brk = addr;
+        if st.def_flags.contains(VmFlags::LOCKED) {
+            st.populate(oldbrk, newbrk - oldbrk);
+        }
         addr
     }
 

@@ -109,6 +109,10 @@ fn lockless_fault(
     access: Access,
 ) -> Option<Result<FaultPath, FaultError>> {
     let vma = h.tree.load(addr, guard)?.get();
+    if vma.flags().contains(VmFlags::MAYBE_GUARD) {
+        // Guard markers are kept under mmap_lock.
+        return None;
+    }
     let held = vma.lock().try_read()?;
     let verdict = check(vma, addr, access);
     drop(held);
@@ -250,6 +254,10 @@ impl Mm {
 
 impl State {
     fn finish_fault(&self, vma: &Vma, addr: u64, access: Access) -> Result<FaultPath, FaultError> {
+        // A guard marker fails the fault before anything is prepared.
+        if self.guards.first_in(addr, addr.saturating_add(1)).is_some() {
+            return Err(FaultError::Segv);
+        }
         match check(vma, addr, access) {
             Verdict::Ok => Ok(FaultPath::MmapLock),
             Verdict::Fail(e) => Err(e),

@@ -42,9 +42,26 @@ pub struct Image {
 
 impl Mm {
     /// `fork`: a new address space with a copy of every VMA (but those
-    /// marked `VM_DONTCOPY`). A VMA with an anon_vma gets a new anon_vma in
-    /// the child, chained to the parent's, which is what later stops it
-    /// merging with VMAs that do not share that history.
+    /// marked `VM_DONTCOPY` by `MADV_DONTFORK`). A VMA with an anon_vma
+    /// gets a new anon_vma in the child, chained to the parent's, which is
+    /// what later stops it merging with VMAs that do not share that
+    /// history; a `VM_WIPEONFORK` VMA comes back empty instead, with no
+    /// anon_vma (and no guard markers). The child's VMAs are unlocked and
+    /// it keeps no `mlockall(MCL_FUTURE)` default.
+    ///
+    /// ```
+    /// use mm::{Access, Advice, MapFlags, Mm, Prot};
+    /// let parent = Mm::default();
+    /// let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+    /// let a = parent.mmap(0, 3 * 4096, Prot::READ | Prot::WRITE, anon, None, 0).unwrap();
+    /// parent.fault(a, Access::Write).unwrap();
+    /// parent.madvise(a, 4096, Advice::DONTFORK).unwrap();
+    /// parent.madvise(a + 8192, 4096, Advice::WIPEONFORK).unwrap();
+    /// let child = parent.fork();
+    /// assert!(child.find_vma(a).unwrap().start() == a + 4096); // not copied
+    /// assert!(child.find_vma(a + 4096).unwrap().anon().is_some());
+    /// assert!(child.find_vma(a + 8192).unwrap().anon().is_none()); // wiped
+    /// ```
     ///
     /// ```
     /// use mm::{MapFlags, Mm, Prot};
@@ -59,16 +76,25 @@ impl Mm {
         let mut vmas = Vec::with_capacity(st.index.len());
         // A child's file VMA goes into its parent VMA's i_mmap group.
         let mut hints = Vec::with_capacity(st.index.len());
+        let mut guards = super::madvise::Guards::default();
         st.index.for_each(&mut |v| {
             if v.flags().contains(VmFlags::DONTCOPY) {
                 return;
             }
             hints.push(v.imap_group().and_then(|g| u32::try_from(g).ok()));
-            let anon = v.anon().map(|l| l.fork(v.pages()));
+            // A VM_WIPEONFORK VMA comes back empty: no anon_vma, no page
+            // tables (so no guard markers either).
+            let wipe = v.flags().contains(VmFlags::WIPEONFORK);
+            let anon = v.anon().filter(|_| !wipe).map(|l| l.fork(v.pages()));
+            if !wipe {
+                for (s, e) in st.guards.within(v.start(), v.end()) {
+                    guards.insert(s, e);
+                }
+            }
             vmas.push(Arc::new(Vma::new(
                 v.start(),
                 v.end(),
-                v.flags() - VmFlags::LOCKED,
+                v.flags() - VmFlags::LOCKED_MASK,
                 v.pgoff(),
                 v.file().cloned(),
                 anon,
@@ -85,6 +111,9 @@ impl Mm {
                 max_map_count: 0,
                 policy: Arc::clone(&st.policy),
                 exec_only_pkey: st.exec_only_pkey,
+                // The child's mm_init keeps no VM_LOCKED default.
+                def_flags: VmFlags::empty(),
+                guards,
             },
             &vmas,
             &hints,
@@ -156,6 +185,8 @@ impl State {
     pub(crate) fn clear(&mut self) {
         let all = self.vmas();
         self.commit(&all, Vec::new());
+        self.guards = super::madvise::Guards::default();
+        self.def_flags = VmFlags::empty();
         self.start_brk = 0;
         self.brk = 0;
     }

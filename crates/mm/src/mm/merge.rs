@@ -1,6 +1,8 @@
 //! When neighbouring VMAs become one, as Linux's `mm/vma.c` decides it.
 //!
-//! Two VMAs merge when they touch, have equal flags (ignoring soft-dirty),
+//! Two VMAs merge when they touch, have equal flags (ignoring soft-dirty
+//! and the sticky `VM_MAYBE_GUARD`, which the merged VMA keeps if either
+//! side had it),
 //! map the same file (or none) at contiguous page offsets, neither is a
 //! special mapping, and their anon_vmas agree: equal, or only one has one
 //! and the other side was never forked from a parent whose pages it still
@@ -17,6 +19,13 @@ use crate::flags::{VmFlags, PAGE_SHIFT};
 use crate::vma::Vma;
 
 use super::State;
+
+/// The sticky flags (`VM_STICKY`) of the VMAs a merge joins: the merged
+/// VMA keeps them.
+fn sticky<'a>(vmas: impl IntoIterator<Item = &'a Arc<Vma>>) -> VmFlags {
+    vmas.into_iter()
+        .fold(VmFlags::empty(), |f, v| f | (v.flags() & VmFlags::STICKY))
+}
 
 /// `VM_SPECIAL` as far as the model keeps it: never merged.
 fn special(flags: VmFlags) -> bool {
@@ -104,7 +113,8 @@ impl State {
             .or_else(|| next.as_ref().and_then(|v| v.anon().cloned()))
             .or_else(|| p.anon.clone());
         let old: Vec<Arc<Vma>> = prev.into_iter().chain(next).collect();
-        let merged = Vma::new(start, end, p.flags, pgoff, p.file.cloned(), anon);
+        let flags = p.flags | sticky(&old);
+        let merged = Vma::new(start, end, flags, pgoff, p.file.cloned(), anon);
         self.commit(&old, vec![merged]).pop()
     }
 
@@ -147,6 +157,7 @@ impl State {
             None
         };
         let pick_anon = |target: &Vma| target.anon().cloned().or_else(|| anon.cloned());
+        let flags = flags | sticky(prev.into_iter().chain(next.as_ref()));
         let (old, new, merged_at) = match (prev, next) {
             (None, None) => return None,
             (Some(prev), Some(next)) => {
@@ -209,7 +220,11 @@ impl State {
         fn compatible(a: &Vma, b: &Vma) -> bool {
             a.end() == b.start()
                 && same_file(a.file(), b.file())
-                && ((a.flags() ^ b.flags()) - VmFlags::ACCESS - VmFlags::SOFTDIRTY).is_empty()
+                && ((a.flags() ^ b.flags())
+                    - VmFlags::ACCESS
+                    - VmFlags::SOFTDIRTY
+                    - VmFlags::STICKY)
+                    .is_empty()
                 && b.pgoff() == a.pgoff() + pages(a.start(), a.end())
         }
         fn reusable(old: &Vma) -> Option<Arc<AnonVma>> {

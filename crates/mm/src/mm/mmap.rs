@@ -60,11 +60,11 @@ impl Mm {
         }
         let mut st = self.state.write();
         let addr = st.do_mmap(self, addr, len, prot, flags, file, offset >> PAGE_SHIFT)?;
-        // A locked mapping is populated too (MAP_NONBLOCK or not): a
-        // private writable one then has an anon_vma, which decides e.g.
-        // whether a later mprotect dropping write keeps VM_ACCOUNT.
-        let populate = flags.contains(MapFlags::POPULATE) && !flags.contains(MapFlags::NONBLOCK);
-        if populate || flags.contains(MapFlags::LOCKED) {
+        // A locked mapping (MAP_LOCKED, or mlockall(MCL_FUTURE)) is
+        // faulted in as MAP_POPULATE is.
+        let locked = (flags.contains(MapFlags::LOCKED) || st.def_flags.contains(VmFlags::LOCKED))
+            && !flags.contains(MapFlags::HUGETLB);
+        if locked || (flags.contains(MapFlags::POPULATE) && !flags.contains(MapFlags::NONBLOCK)) {
             st.populate(addr, page_align(len).unwrap_or(len));
         }
         Ok(addr)
@@ -142,6 +142,7 @@ impl State {
         // calc_vm_prot_bits | calc_vm_flag_bits | VM_MAY*.
         let mut vm = VmFlags::from_prot(prot)
             | VmFlags::from_pkey(pkey)
+            | self.def_flags
             | VmFlags::MAYREAD
             | VmFlags::MAYWRITE
             | VmFlags::MAYEXEC;
@@ -165,6 +166,12 @@ impl State {
             && !self.overlapping(addr, addr + len).is_empty()
         {
             return Err(Errno::EEXIST);
+        }
+        if flags.contains(MapFlags::LOCKED) && !layout.can_do_mlock() {
+            return Err(Errno::EPERM);
+        }
+        if !layout.mlock_future_ok(vm, self.locked_vm(), len) {
+            return Err(Errno::EAGAIN);
         }
         let map_type = flags.bits() & MapFlags::TYPE;
         let shared = MapFlags::SHARED.bits();
@@ -281,13 +288,10 @@ impl State {
     }
 
     /// What `MAP_POPULATE` does to the VMA bookkeeping: write-faulting a
-    /// private writable mapping gives it an anon_vma.
+    /// private writable mapping gives it an anon_vma (`mm_populate`, which
+    /// ignores failures and skips `VM_LOCKONFAULT`).
     pub(crate) fn populate(&mut self, addr: u64, len: u64) {
-        for v in self.overlapping(addr, addr.saturating_add(len)) {
-            if (v.flags() & (VmFlags::WRITE | VmFlags::SHARED)) == VmFlags::WRITE {
-                self.anon_prepare(&v);
-            }
-        }
+        let _ = self.mm_populate(addr, addr.saturating_add(len), true);
     }
 
     /// `anon_vma_prepare`: give `vma` an anon_vma, sharing a compatible

@@ -2,7 +2,8 @@
 //! call is built from.
 //!
 //! Each system call lives in its own file (`mmap.rs`, `mprotect.rs`,
-//! `mremap.rs`, `brk.rs`, `fault.rs`, `lifecycle.rs`); free-area search is
+//! `mremap.rs`, `brk.rs`, `fault.rs`, `lifecycle.rs`, `madvise.rs`,
+//! `mlock.rs`); free-area search is
 //! in `area.rs` and the merge rules in `merge.rs`. All of them edit the
 //! VMA index through [`State::commit`], which write-locks the VMAs being
 //! replaced before publishing their replacements.
@@ -26,7 +27,9 @@ mod area;
 mod brk;
 mod fault;
 mod lifecycle;
+mod madvise;
 mod merge;
+pub mod mlock;
 mod mmap;
 mod mprotect;
 mod mremap;
@@ -35,6 +38,7 @@ mod tests;
 
 pub use fault::{Access, FaultError, FaultPath};
 pub use lifecycle::{Image, Segment};
+pub use madvise::Advice;
 
 /// An address space: VMAs in an index, an `mmap_lock`, and the heap and
 /// stack bookkeeping `brk` and `/proc/<pid>/maps` need.
@@ -84,6 +88,11 @@ pub(crate) struct State {
     /// The execute-only protection key, once allocated
     /// (`mm->context.execute_only_pkey`).
     pub(crate) exec_only_pkey: Option<u8>,
+    /// `mm->def_flags` as far as `mlockall(MCL_FUTURE)` sets it
+    /// (`VM_LOCKED`, `VM_LOCKONFAULT`): added to every later mapping.
+    pub(crate) def_flags: VmFlags,
+    /// The pages holding `MADV_GUARD_INSTALL` markers.
+    pub(crate) guards: madvise::Guards,
 }
 
 impl Mm {
@@ -112,6 +121,8 @@ impl Mm {
                 max_map_count: 0,
                 policy: Arc::clone(policy),
                 exec_only_pkey: None,
+                def_flags: VmFlags::empty(),
+                guards: madvise::Guards::default(),
             },
             &[],
             &[],
@@ -227,6 +238,8 @@ impl Mm {
                 max_map_count: 0,
                 policy: Arc::clone(policy),
                 exec_only_pkey: None,
+                def_flags: VmFlags::empty(),
+                guards: madvise::Guards::default(),
             },
             &vmas,
             &[],
@@ -419,6 +432,7 @@ impl State {
         if first.start() < start && end < first.end() && self.index.len() >= layout.max_map_count {
             return Err(Errno::ENOMEM);
         }
+        self.guards.remove(start, end);
         let mut keep = Vec::new();
         if first.start() < start {
             keep.push(first.resized(first.start(), start));

@@ -149,15 +149,18 @@ impl State {
         } else if old.contains(VmFlags::ACCOUNT) && vma.is_anonymous() && vma.anon().is_none() {
             *newflags -= VmFlags::ACCOUNT;
         }
-        let new = self.modify(vma, prev, start, end, *newflags)?;
-        // A private locked VMA turning writable is populated (its pages
-        // copied now rather than on a first write), which gives it an
-        // anon_vma.
-        let lock_mask = VmFlags::WRITE | VmFlags::SHARED | VmFlags::LOCKED;
-        if old & lock_mask == VmFlags::LOCKED && newflags.contains(VmFlags::WRITE) {
-            self.populate(start, end - start);
+        let done = self.modify(vma, prev, start, end, *newflags)?;
+        // A private locked VMA that becomes writable is write-faulted in
+        // (populate_vma_page_range), which gives it an anon_vma.
+        let private_locked =
+            (old & (VmFlags::WRITE | VmFlags::SHARED | VmFlags::LOCKED)) == VmFlags::LOCKED;
+        if private_locked
+            && newflags.contains(VmFlags::WRITE)
+            && !newflags.contains(VmFlags::LOCKONFAULT)
+        {
+            let _ = self.populate_vma(&done, start, end, true);
         }
-        Ok(new)
+        Ok(done)
     }
 
     /// `vma_modify`: merge if the rules allow, else split off the parts of

@@ -83,12 +83,18 @@ impl Mm {
             return st.remap_move(self, r);
         }
         let vma = st.index.find(addr);
-        let vma = st.check_prep_vma(vma, &r)?;
-        if r.implies_new_addr() {
+        let vma = st.check_prep_vma(&self.layout, vma, &r)?;
+        let locked = vma.flags().contains(VmFlags::LOCKED);
+        let got = if r.implies_new_addr() {
             st.mremap_to(self, vma, r)
         } else {
             st.mremap_at(self, vma, r)
+        }?;
+        // A locked mapping's growth is faulted in.
+        if locked && new_len > old_len {
+            st.populate(got + old_len, new_len - old_len);
         }
+        Ok(got)
     }
 }
 
@@ -137,7 +143,12 @@ fn area_flags(vma: &Vma, fixed: bool) -> MapFlags {
 
 impl State {
     /// `check_prep_vma`: the checks that need the VMA at `addr`.
-    fn check_prep_vma(&self, vma: Option<Arc<Vma>>, r: &Remap) -> Result<Arc<Vma>, Errno> {
+    fn check_prep_vma(
+        &self,
+        layout: &crate::Layout,
+        vma: Option<Arc<Vma>>,
+        r: &Remap,
+    ) -> Result<Arc<Vma>, Errno> {
         let vma = vma.ok_or(Errno::EFAULT)?;
         if !r.will_map_new() {
             return Ok(vma);
@@ -164,6 +175,9 @@ impl State {
         }
         if flags.contains(VmFlags::DONTEXPAND) {
             return Err(Errno::EFAULT);
+        }
+        if !layout.mlock_future_ok(flags, self.locked_vm(), r.new_len.abs_diff(r.old_len)) {
+            return Err(Errno::EAGAIN);
         }
         Ok(vma)
     }
@@ -262,7 +276,7 @@ impl State {
                 flags: r.flags,
                 new_addr: target + offset,
             };
-            let vma = self.check_prep_vma(Some(vma), &sub)?;
+            let vma = self.check_prep_vma(&mm.layout, Some(vma), &sub)?;
             let got = self.mremap_to(mm, vma, sub)?;
             if !seen {
                 res = Ok(got);
@@ -326,6 +340,9 @@ impl State {
             pgoff,
             anon: vma.anon().cloned(),
         };
+        // The page tables move, and their guard markers with them.
+        self.guards
+            .shift(r.addr, r.addr + r.old_len.min(r.new_len), new_addr);
         if self.merge_new(&p, false).is_none() {
             let v = Vma::new(
                 new_addr,
@@ -342,7 +359,7 @@ impl State {
             // if it was moved whole it also forgets its anon_vma.
             if let Some(old) = self.index.find(r.addr) {
                 let whole = old.start() == r.addr && old.end() == r.addr + r.old_len;
-                let flags = old.flags() - VmFlags::LOCKED;
+                let flags = old.flags() - VmFlags::LOCKED_MASK;
                 let anon = if whole { None } else { old.anon().cloned() };
                 if flags != old.flags() || anon.is_none() != old.anon().is_none() {
                     let v = old.with_flags(flags).with_anon(anon);

@@ -49,8 +49,62 @@ pub fn record(call: &Call) -> [u64; CMD_WORDS] {
         ],
         Call::Brk(c) => [OP_BRK, c.addr, 0, 0, 0, 0, 0],
         Call::WriteFault(c) => [OP_FAULT, c.addr, 0, 0, 0, 0, 0],
+        Call::Madvise(_)
+        | Call::Mlock(_)
+        | Call::Mlock2(_)
+        | Call::Munlock(_)
+        | Call::Mlockall(_)
+        | Call::Munlockall(_) => record_madvise_mlock(call),
     }
 }
+
+// --- madvise / mlock (issue 14) ---
+
+/// `madvise(a0, a1, a2)`.
+pub const OP_MADVISE: u64 = 20;
+/// `mlock(a0, a1)`.
+pub const OP_MLOCK: u64 = 21;
+/// `mlock2(a0, a1, a2)`.
+pub const OP_MLOCK2: u64 = 22;
+/// `munlock(a0, a1)`.
+pub const OP_MUNLOCK: u64 = 23;
+/// `mlockall(a0)`.
+pub const OP_MLOCKALL: u64 = 24;
+/// `munlockall()`.
+pub const OP_MUNLOCKALL: u64 = 25;
+
+fn record_madvise_mlock(call: &Call) -> [u64; CMD_WORDS] {
+    match call {
+        Call::Madvise(c) => [OP_MADVISE, c.addr, c.len, c.advice, 0, 0, 0],
+        Call::Mlock(c) => [OP_MLOCK, c.addr, c.len, 0, 0, 0, 0],
+        Call::Mlock2(c) => [OP_MLOCK2, c.addr, c.len, c.flags, 0, 0, 0],
+        Call::Munlock(c) => [OP_MUNLOCK, c.addr, c.len, 0, 0, 0, 0],
+        Call::Mlockall(c) => [OP_MLOCKALL, c.flags, 0, 0, 0, 0, 0],
+        _ => [OP_MUNLOCKALL, 0, 0, 0, 0, 0, 0],
+    }
+}
+
+/// Run a madvise or mlock-family command; `None` for another op.
+fn run_madvise_mlock(cmd: &[u64; CMD_WORDS]) -> Option<i64> {
+    let [op, a0, a1, a2, ..] = *cmd;
+    // SAFETY: raw system calls on ranges the parent chose (its window and
+    // the mappings it made), as in `run`; mlockall touches every mapping
+    // but changes none of the memory the child uses.
+    let r = unsafe {
+        match op {
+            OP_MADVISE => libc::syscall(libc::SYS_madvise, a0, a1, a2),
+            OP_MLOCK => libc::syscall(libc::SYS_mlock, a0, a1),
+            OP_MLOCK2 => libc::syscall(libc::SYS_mlock2, a0, a1, a2),
+            OP_MUNLOCK => libc::syscall(libc::SYS_munlock, a0, a1),
+            OP_MLOCKALL => libc::syscall(libc::SYS_mlockall, a0),
+            OP_MUNLOCKALL => libc::syscall(libc::SYS_munlockall),
+            _ => return None,
+        }
+    };
+    Some(raw(r))
+}
+
+// --- end madvise / mlock ---
 
 /// What the child opens before it reports ready: the files the parent
 /// named (one `r:` or `w:` prefixed path per line), as descriptors
@@ -166,7 +220,7 @@ fn run(cmd: &[u64; CMD_WORDS], devzero: i32) -> i64 {
             // read's byte count.
             OP_FAULT => raw(libc::read(devzero, a0 as *mut libc::c_void, 1) as i64).min(0),
             OP_FORK | OP_EXEC => process_op(op),
-            _ => -i64::from(libc::ENOSYS),
+            _ => run_madvise_mlock(cmd).unwrap_or(-i64::from(libc::ENOSYS)),
         }
     }
 }

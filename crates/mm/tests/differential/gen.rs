@@ -95,6 +95,11 @@ const MREMAP_DONTUNMAP: u64 = 4;
 /// A bit above the 32 the flag words' names use: the kernel takes the
 /// words as `unsigned long`.
 const HIGH_BIT: u64 = 1 << 32;
+// madvise / mlock
+const MLOCK_ONFAULT: u64 = 1;
+const MCL_CURRENT: u64 = 1;
+const MCL_FUTURE: u64 = 2;
+const MCL_ONFAULT: u64 = 4;
 
 impl Gen {
     /// Whether `[s, e)` lies inside one owned range.
@@ -242,6 +247,9 @@ impl Gen {
 
     /// The next call, given the model's current state.
     pub fn call(&mut self, mm: &Mm) -> Call {
+        if self.rng.pct(15) {
+            return self.madvise_mlock(mm);
+        }
         match self.rng.below(100) {
             0..=29 => self.mmap(mm),
             30..=41 => self.munmap(mm),
@@ -500,6 +508,109 @@ impl Gen {
         };
         Call::write_fault(addr)
     }
+
+    // --- madvise / mlock (issue 14) ---
+
+    /// One of `madvise`, `mlock`, `mlock2`, `munlock`, `mlockall`,
+    /// `munlockall`, mostly on owned ranges lined up with VMAs (so that
+    /// flags split and merge), with bad arguments now and then.
+    fn madvise_mlock(&mut self, mm: &Mm) -> Call {
+        let (s, e) = self.owned_range(mm);
+        match self.rng.below(100) {
+            0..=64 => {
+                let advice = self.advice(mm, s);
+                let (addr, len) = self.spoilt(s, e);
+                Call::madvise(addr, len, advice)
+            }
+            65..=73 => {
+                let (addr, len) = self.lock_range(s, e);
+                Call::mlock(addr, len)
+            }
+            74..=80 => {
+                let (addr, len) = self.lock_range(s, e);
+                let flags = match self.rng.below(20) {
+                    0..=9 => MLOCK_ONFAULT,
+                    10..=17 => 0,
+                    18 => self.rng.pick(&[2, 0x80, 3]),
+                    // An int: the high half is dropped.
+                    _ => MLOCK_ONFAULT | HIGH_BIT,
+                };
+                Call::mlock2(addr, len, flags)
+            }
+            81..=89 => {
+                let (addr, len) = self.lock_range(s, e);
+                Call::munlock(addr, len)
+            }
+            90..=94 => {
+                let flags = match self.rng.below(20) {
+                    0..=4 => MCL_FUTURE,
+                    5..=8 => MCL_CURRENT,
+                    9..=10 => MCL_CURRENT | MCL_FUTURE,
+                    11..=12 => MCL_FUTURE | MCL_ONFAULT,
+                    13..=14 => MCL_CURRENT | MCL_ONFAULT,
+                    15 => MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT,
+                    _ => self.rng.pick(&[0, MCL_ONFAULT, 8, 0x10 | MCL_FUTURE]),
+                };
+                Call::mlockall(flags)
+            }
+            _ => Call::munlockall(),
+        }
+    }
+
+    /// An `mlock` range: `[s, e)`, sometimes with an unaligned start or
+    /// length (which mlock rounds), or wrapping.
+    fn lock_range(&mut self, s: u64, e: u64) -> (u64, u64) {
+        match self.rng.below(100) {
+            0..=79 => (s, e - s),
+            80..=87 => (
+                s + self.rng.range(1, PAGE - 1),
+                e - s - self.rng.range(1, PAGE - 1),
+            ),
+            88..=91 => (s, 0),
+            92..=95 => (s, u64::MAX - self.rng.below(PAGE)),
+            _ => (!(PAGE - 1), 2 * PAGE),
+        }
+    }
+
+    /// An advice for a range starting at `s`: mostly ones that change
+    /// flags, then page-only ones, guard markers and unknown values.
+    fn advice(&mut self, mm: &Mm, s: u64) -> u64 {
+        const FLAGS: [u64; 13] = [10, 11, 18, 19, 14, 15, 16, 17, 12, 13, 2, 1, 0];
+        const PAGES: [u64; 9] = [4, 24, 8, 9, 3, 20, 21, 22, 23];
+        match self.rng.below(100) {
+            0..=59 => self.rng.pick(&FLAGS),
+            60..=84 => self.rng.pick(&PAGES),
+            85..=92 => self.rng.pick(&[102, 102, 103]),
+            93..=94 => {
+                // MADV_COLLAPSE only where the answer does not depend on
+                // pages: the model has none.
+                let certain = mm.find_vma(s).is_some_and(|v| {
+                    let room = v
+                        .start()
+                        .checked_next_multiple_of(PMD)
+                        .is_some_and(|h| h + PMD <= v.end());
+                    // File and shmem VMAs depend on pages too (a shared
+                    // anonymous one has been seen to fail with ENOMEM).
+                    v.start() <= s
+                        && ((v.file().is_none() && v.anon().is_none())
+                            || v.flags().contains(mm::VmFlags::NOHUGEPAGE)
+                            || !room)
+                });
+                if certain {
+                    25
+                } else {
+                    4
+                }
+            }
+            // Unknown, MADV_HWPOISON (not built in), and an int whose
+            // high half the kernel drops.
+            _ => self
+                .rng
+                .pick(&[5, 6, 7, 26, 100, 101, 104, u64::MAX, HIGH_BIT | 10]),
+        }
+    }
+
+    // --- end madvise / mlock ---
 }
 
 /// One step of a case: a system call, or a whole-process event the model

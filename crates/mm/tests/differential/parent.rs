@@ -65,12 +65,17 @@ fn fs_huge_align(dir: &std::path::Path) -> bool {
 
 /// Whether this process (and so its child) holds CAP_SYS_RAWIO.
 fn has_cap_sys_rawio() -> bool {
+    has_cap(17)
+}
+
+/// Whether this process (and so its child) holds capability `bit`.
+fn has_cap(bit: u32) -> bool {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()
         .find_map(|l| l.strip_prefix("CapEff:"))
         .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .is_some_and(|caps| caps & (1 << 17) != 0)
+        .is_some_and(|caps| caps & (1 << bit) != 0)
 }
 
 fn read_sysctl(path: &str) -> Option<u64> {
@@ -105,6 +110,16 @@ fn real_layout() -> Layout {
     }
     l.thp_align = std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists();
     l.cap_sys_rawio = has_cap_sys_rawio();
+    // mlock: CAP_IPC_LOCK (bit 14) and RLIMIT_MEMLOCK, inherited by the child.
+    l.cap_ipc_lock = has_cap(14);
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut rl) } == 0 {
+        l.memlock_rlimit = rl.rlim_cur;
+    }
     // With protection keys enabled, PROT_EXEC-only mappings get a key.
     l.exec_only_pkey = std::fs::read_to_string("/proc/cpuinfo")
         .unwrap_or_default()
