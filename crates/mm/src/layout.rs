@@ -58,6 +58,11 @@ pub struct Layout {
     /// mapping gets the address space's execute-only key, which changes
     /// its flags (and so what it merges with).
     pub exec_only_pkey: bool,
+    /// The kernel was built with `CONFIG_ANON_VMA_NAME`: without it
+    /// `prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME)` always fails with
+    /// `EINVAL` (as on this project's machine; probe it with a zero-length
+    /// call, which succeeds where names exist).
+    pub anon_vma_name: bool,
 }
 
 impl Layout {
@@ -79,6 +84,7 @@ impl Layout {
             stack_top: task_size,
             cap_sys_rawio: false,
             exec_only_pkey: false,
+            anon_vma_name: true,
         }
     }
 

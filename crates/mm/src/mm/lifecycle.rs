@@ -65,14 +65,20 @@ impl Mm {
             }
             hints.push(v.imap_group().and_then(|g| u32::try_from(g).ok()));
             let anon = v.anon().map(|l| l.fork(v.pages()));
-            vmas.push(Arc::new(Vma::new(
-                v.start(),
-                v.end(),
-                v.flags() - VmFlags::LOCKED,
-                v.pgoff(),
-                v.file().cloned(),
-                anon,
-            )));
+            // The child keeps the VMA's name; its userfaultfd
+            // registration is dropped (the model's context has no
+            // UFFD_FEATURE_EVENT_FORK, see uffd.rs).
+            vmas.push(Arc::new(
+                Vma::new(
+                    v.start(),
+                    v.end(),
+                    v.flags() - VmFlags::LOCKED - VmFlags::UFFD_MASK,
+                    v.pgoff(),
+                    v.file().cloned(),
+                    anon,
+                )
+                .named(v.name_arc()),
+            ));
         });
         Mm::with_state(
             &self.policy,
@@ -84,6 +90,7 @@ impl Mm {
                 start_stack: st.start_stack,
                 max_map_count: 0,
                 policy: Arc::clone(&st.policy),
+                pkey_map: st.pkey_map,
                 exec_only_pkey: st.exec_only_pkey,
             },
             &vmas,
@@ -109,6 +116,8 @@ impl Mm {
         let mut st = self.state.write();
         st.clear();
         let layout = &self.layout;
+        // A new mm: no protection keys handed out.
+        (st.pkey_map, st.exec_only_pkey) = super::pkey::initial(layout);
         let top = layout.stack_top & !(PAGE_SIZE - 1);
         let stack_size = page_align(image.stack_size.max(PAGE_SIZE)).ok_or(Errno::EINVAL)?;
         let stack_start = top.checked_sub(stack_size).ok_or(Errno::EINVAL)?;

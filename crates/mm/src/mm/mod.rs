@@ -2,7 +2,8 @@
 //! call is built from.
 //!
 //! Each system call lives in its own file (`mmap.rs`, `mprotect.rs`,
-//! `mremap.rs`, `brk.rs`, `fault.rs`, `lifecycle.rs`); free-area search is
+//! `mremap.rs`, `brk.rs`, `fault.rs`, `lifecycle.rs`, `mseal.rs`,
+//! `vma_name.rs`, `pkey.rs`, `uffd.rs`); free-area search is
 //! in `area.rs` and the merge rules in `merge.rs`. All of them edit the
 //! VMA index through [`State::commit`], which write-locks the VMAs being
 //! replaced before publishing their replacements.
@@ -30,11 +31,16 @@ mod merge;
 mod mmap;
 mod mprotect;
 mod mremap;
+mod mseal;
+mod pkey;
 #[cfg(test)]
 mod tests;
+mod uffd;
+mod vma_name;
 
 pub use fault::{Access, FaultError, FaultPath};
 pub use lifecycle::{Image, Segment};
+pub(crate) use vma_name::ANON_NAME_MAX;
 
 /// An address space: VMAs in an index, an `mmap_lock`, and the heap and
 /// stack bookkeeping `brk` and `/proc/<pid>/maps` need.
@@ -81,9 +87,13 @@ pub(crate) struct State {
     /// The design choices: the anon_vma lock and rule, the policy of the
     /// shmem files `mmap` makes, what `fork` and `exec` inherit.
     pub(crate) policy: Arc<Policy>,
-    /// The execute-only protection key, once allocated
-    /// (`mm->context.execute_only_pkey`).
-    pub(crate) exec_only_pkey: Option<u8>,
+    /// The protection keys handed out (`mm->context.pkey_allocation_map`,
+    /// see `pkey.rs`).
+    pub(crate) pkey_map: u16,
+    /// The execute-only protection key (`mm->context.execute_only_pkey`):
+    /// -1 until allocated; 0 on a CPU without protection keys, as x86
+    /// leaves it.
+    pub(crate) exec_only_pkey: i32,
 }
 
 impl Mm {
@@ -101,6 +111,7 @@ impl Mm {
     /// assert_eq!(mm.layout().max_map_count, 1000);
     /// ```
     pub fn new(policy: &Arc<Policy>, layout: Layout) -> Mm {
+        let (pkey_map, exec_only_pkey) = pkey::initial(&layout);
         Mm::with_state(
             policy,
             layout,
@@ -111,7 +122,8 @@ impl Mm {
                 start_stack: 0,
                 max_map_count: 0,
                 policy: Arc::clone(policy),
-                exec_only_pkey: None,
+                pkey_map,
+                exec_only_pkey,
             },
             &[],
             &[],
@@ -186,10 +198,17 @@ impl Mm {
                     flags |= VmFlags::MAYSHARE | VmFlags::SHARED;
                 }
             }
+            let anon_name = m
+                .name
+                .as_deref()
+                .and_then(|n| n.strip_prefix("[anon:"))
+                .and_then(|n| n.strip_suffix(']'))
+                .map(Arc::<str>::from);
             let special = matches!(m.name.as_deref(), Some(n) if n.starts_with('[')
-                && n != "[heap]" && n != "[stack]");
+                && n != "[heap]" && n != "[stack]")
+                && anon_name.is_none();
             let file = match m.name.as_deref() {
-                Some(n) if !n.starts_with('[') || special => {
+                Some(n) if (!n.starts_with('[') || special) && anon_name.is_none() => {
                     let found = by_name.iter().find(|f| f.name() == n).cloned();
                     Some(found.unwrap_or_else(|| {
                         let f = policy.file(n, m.offset + (m.end - m.start));
@@ -214,8 +233,11 @@ impl Mm {
             let anon = e
                 .has_anon_pages
                 .then(|| AnonLink::prepare(None, policy.lock, pages));
-            vmas.push(Arc::new(Vma::new(m.start, m.end, flags, pgoff, file, anon)));
+            vmas.push(Arc::new(
+                Vma::new(m.start, m.end, flags, pgoff, file, anon).named(anon_name),
+            ));
         }
+        let (pkey_map, exec_only_pkey) = pkey::initial(&layout);
         Ok(Mm::with_state(
             policy,
             layout,
@@ -226,7 +248,8 @@ impl Mm {
                 start_stack,
                 max_map_count: 0,
                 policy: Arc::clone(policy),
-                exec_only_pkey: None,
+                pkey_map,
+                exec_only_pkey,
             },
             &vmas,
             &[],
@@ -358,16 +381,6 @@ impl std::fmt::Debug for Mm {
 }
 
 impl State {
-    /// `execute_only_pkey`: the key for `PROT_EXEC`-only mappings,
-    /// allocated (the lowest free key, 1) on first use; `None` without
-    /// protection keys.
-    pub(crate) fn execute_only_pkey(&mut self, layout: &Layout) -> Option<u8> {
-        if !layout.exec_only_pkey {
-            return None;
-        }
-        Some(*self.exec_only_pkey.get_or_insert(1))
-    }
-
     pub(crate) fn vmas(&self) -> Vec<Arc<Vma>> {
         let mut out = Vec::with_capacity(self.index.len());
         self.index.for_each(&mut |v| out.push(Arc::clone(v)));
@@ -419,6 +432,7 @@ impl State {
         if first.start() < start && end < first.end() && self.index.len() >= layout.max_map_count {
             return Err(Errno::ENOMEM);
         }
+        self.unmap_check_sealed(&old, start)?;
         let mut keep = Vec::new();
         if first.start() < start {
             keep.push(first.resized(first.start(), start));
@@ -440,7 +454,11 @@ impl State {
                 v.pgoff() << crate::PAGE_SHIFT,
                 "00:00".to_string(),
                 f.id(),
-                Some(f.name().to_string()),
+                // A named shared anonymous mapping shows its name.
+                Some(match v.anon_name() {
+                    Some(n) if f.is_shmem_zero() => format!("[anon_shmem:{n}]"),
+                    _ => f.name().to_string(),
+                }),
             ),
             None => {
                 // vma_is_initial_heap / vma_is_initial_stack: the heap is
@@ -450,7 +468,7 @@ impl State {
                 } else if v.start() <= self.start_stack && v.end() >= self.start_stack {
                     Some("[stack]".to_string())
                 } else {
-                    None
+                    v.anon_name().map(|n| format!("[anon:{n}]"))
                 };
                 (0, "00:00".to_string(), 0, name)
             }
