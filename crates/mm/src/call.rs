@@ -1,5 +1,7 @@
 //! One vocabulary for the calls that change an address space: `mmap`,
-//! `munmap`, `mprotect`, `mremap`, `brk` and the write fault.
+//! `munmap`, `mprotect`, `mremap`, `brk`, the write fault, and `mseal`,
+//! `prctl(PR_SET_VMA_ANON_NAME)`, `pkey_alloc`/`pkey_mprotect`/`pkey_free`
+//! and userfaultfd registration.
 //!
 //! A [`Call`] holds its arguments as the kernel receives them: addresses,
 //! lengths and flag words as raw 64-bit values, the file as a descriptor
@@ -863,6 +865,55 @@ mod tests {
         for (call, text) in cases {
             assert_eq!(call.to_string(), text);
         }
+    }
+
+    #[test]
+    fn seal_name_pkey_uffd_calls_print_as_c() {
+        let cases = [
+            (Call::mseal(0x1000, 1 << 40, 0x3), "mseal(0x1000, 0x10000000000, 0x3)"),
+            (
+                Call::set_vma_anon_name(0x2000, 4096, Some(AnonName::new(b"a\"b\\\t"))),
+                "prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, 0x2000, 4096, \"a\\\"b\\\\\\x09\")",
+            ),
+            (Call::pkey_alloc(1, 0x3 | 0x8), "pkey_alloc(0x1, PKEY_DISABLE_ACCESS|PKEY_DISABLE_WRITE|0x8)"),
+            (Call::pkey_alloc(0, 0), "pkey_alloc(0, 0)"),
+            (Call::pkey_mprotect(0x3000, 1, 0x5, -1), "pkey_mprotect(0x3000, 1, PROT_READ|PROT_EXEC, -1)"),
+            (Call::pkey_free(-7), "pkey_free(-7)"),
+            (
+                Call::uffd_register(0x4000, 8192, 0x7 | 0x10),
+                "ioctl(uffd, UFFDIO_REGISTER, {start=0x4000, len=8192, mode=UFFDIO_REGISTER_MODE_MISSING|\
+                 UFFDIO_REGISTER_MODE_WP|UFFDIO_REGISTER_MODE_MINOR|0x10})",
+            ),
+            (Call::uffd_register(0x4000, 8192, 0), "ioctl(uffd, UFFDIO_REGISTER, {start=0x4000, len=8192, mode=0})"),
+        ];
+        for (call, text) in cases {
+            assert_eq!(call.to_string(), text);
+        }
+    }
+
+    #[test]
+    fn names_past_the_limit_fail_as_the_kernel_says() {
+        let mm = Mm::new(
+            crate::Policy::shared_default(),
+            crate::Layout {
+                anon_vma_name: true,
+                ..crate::Layout::default()
+            },
+        );
+        let a = Call::mmap(0, 4096, 0x1, 0x22, -1, 0)
+            .apply(&mm, |_| None)
+            .unwrap();
+        let long = AnonName::new(&[b'n'; 300]);
+        assert_eq!(long.as_bytes().len(), AnonName::MAX);
+        let set = Call::set_vma_anon_name(a, 4096, Some(long));
+        assert_eq!(set.apply(&mm, |_| None), Err(Errno::EINVAL));
+        let ok = Call::set_vma_anon_name(a, 4096, Some(AnonName::new(&[b'n'; 79])));
+        assert_eq!(ok.apply(&mm, |_| None), Ok(0));
+        // High bits of a pkey_mprotect prot are unknown bits: EINVAL.
+        assert_eq!(
+            Call::pkey_mprotect(a, 4096, 1 << 33, -1).apply(&mm, |_| None),
+            Err(Errno::EINVAL)
+        );
     }
 
     #[test]
