@@ -16,8 +16,9 @@
 //! root): private anonymous memory and shmem (the model's shmem is shared
 //! anonymous memory: ordinary files, which are ext4-like, cannot be
 //! registered; tmpfs files are not modelled as shmem); `MINOR` only on
-//! shmem; VMAs without `VM_MAYWRITE` (a shared mapping of a file opened
-//! read-only) refuse with `EPERM`.
+//! shmem; VMAs without `VM_MAYWRITE` (a shared mapping of a tmpfs file
+//! opened read-only, probed) refuse with `EPERM`, which the model's shmem
+//! (shared anonymous memory, always `VM_MAYWRITE`) never meets.
 
 use std::sync::Arc;
 
@@ -43,8 +44,9 @@ impl Mm {
     /// it is.
     ///
     /// Errors, in the kernel's order: `EINVAL` for an empty or unknown
-    /// mode; `EINVAL` for an unaligned start or length, a zero length, a
-    /// start below `mmap_min_addr` or a range past the address space;
+    /// mode; `EINVAL` for an unaligned start or length, a zero length or
+    /// a range past the address space (6.18 no longer refuses a start
+    /// below `mmap_min_addr`: root may map and register there);
     /// `EINVAL` when no VMA meets the range, or one that does cannot be
     /// registered in this mode (a file mapping; `MINOR` on anything but
     /// shmem); `EPERM` for a VMA without `VM_MAYWRITE`. All VMAs are
@@ -135,7 +137,6 @@ impl Mm {
         if start % PAGE_SIZE != 0
             || len % PAGE_SIZE != 0
             || len == 0
-            || start < self.layout.mmap_min_addr
             || start >= task_size
             || len > task_size - start
         {
@@ -270,6 +271,8 @@ mod tests {
         assert_eq!(mm.uffd_register(b, P + 1, 1), Err(Errno::EINVAL));
         assert_eq!(mm.uffd_register(b, 0, 1), Err(Errno::EINVAL));
         assert_eq!(mm.uffd_register(b + 50 * P, P, 1), Err(Errno::EINVAL));
+        // Nothing mapped there (a start below mmap_min_addr is no error
+        // of its own).
         assert_eq!(mm.uffd_register(0x1000, P, 1), Err(Errno::EINVAL));
         assert_eq!(
             mm.uffd_register(0x7fff_ffff_f000, 2 * P, 1),
@@ -289,6 +292,20 @@ mod tests {
         assert_eq!(mm.map_count(), 4);
         // A read-only shared file mapping lacks VM_MAYWRITE: EPERM would
         // need a shmem file; an anonymous VMA always has it.
+    }
+
+    #[test]
+    fn root_registers_below_mmap_min_addr() {
+        let layout = crate::Layout {
+            cap_sys_rawio: true,
+            ..crate::Layout::default()
+        };
+        let mm = Mm::new(crate::Policy::shared_default(), layout);
+        let low = mm
+            .mmap(0x2000, P, Prot::READ, ANON | MapFlags::FIXED, None, 0)
+            .unwrap();
+        assert_eq!(mm.uffd_register(low, P, 1), Ok(()));
+        assert_eq!(mm.uffd_unregister(low, P), Ok(()));
     }
 
     #[test]
