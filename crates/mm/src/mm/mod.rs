@@ -198,17 +198,28 @@ impl Mm {
                     flags |= VmFlags::MAYSHARE | VmFlags::SHARED;
                 }
             }
-            let anon_name = m
-                .name
-                .as_deref()
-                .and_then(|n| n.strip_prefix("[anon:"))
-                .and_then(|n| n.strip_suffix(']'))
-                .map(Arc::<str>::from);
-            let special = matches!(m.name.as_deref(), Some(n) if n.starts_with('[')
-                && n != "[heap]" && n != "[stack]")
-                && anon_name.is_none();
-            let file = match m.name.as_deref() {
-                Some(n) if (!n.starts_with('[') || special) && anon_name.is_none() => {
+            // A named anonymous VMA shows `[anon:NAME]`; named shared
+            // anonymous memory `[anon_shmem:NAME]` (a shmem file).
+            let named = |prefix: &str| {
+                m.name
+                    .as_deref()
+                    .and_then(|n| n.strip_prefix(prefix))
+                    .and_then(|n| n.strip_suffix(']'))
+                    .map(Arc::<str>::from)
+            };
+            let shmem_name = named("[anon_shmem:");
+            let anon_name = named("[anon:").or_else(|| shmem_name.clone());
+            let path = if shmem_name.is_some() {
+                Some(crate::file::SHMEM_ZERO)
+            } else if anon_name.is_some() {
+                None
+            } else {
+                m.name.as_deref()
+            };
+            let special = matches!(path, Some(n) if n.starts_with('[')
+                && n != "[heap]" && n != "[stack]");
+            let file = match path {
+                Some(n) if !n.starts_with('[') || special => {
                     let found = by_name.iter().find(|f| f.name() == n).cloned();
                     Some(found.unwrap_or_else(|| {
                         let f = policy.file(n, m.offset + (m.end - m.start));

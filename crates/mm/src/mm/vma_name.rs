@@ -191,6 +191,42 @@ mod tests {
     }
 
     #[test]
+    fn names_come_back_from_smaps() {
+        let mm = named_mm();
+        let b = mm.mmap(0, 2 * P, Prot::READ, ANON, None, 0).unwrap();
+        mm.set_vma_anon_name(b, P, Some(b"n")).unwrap();
+        let shared = MapFlags::SHARED | MapFlags::ANONYMOUS;
+        let s = mm.mmap(0, P, Prot::READ, shared, None, 0).unwrap();
+        mm.set_vma_anon_name(s, P, Some(b"s")).unwrap();
+        let entries: Vec<crate::procmaps::SmapsEntry> = mm
+            .maps()
+            .into_iter()
+            .zip(mm.vmas())
+            .map(|(maps, v)| crate::procmaps::SmapsEntry {
+                maps,
+                flags: v.flags(),
+                has_anon_pages: false,
+            })
+            .collect();
+        let layout = mm.layout().clone();
+        let copy =
+            Mm::from_smaps(Policy::shared_default(), layout, &entries, 0, 0, 0, &[]).unwrap();
+        assert_eq!(names(&copy), names(&mm));
+        assert!(copy
+            .find_vma(s)
+            .unwrap()
+            .file()
+            .is_some_and(|f| f.is_shmem_zero()));
+        let shape = |m: &Mm| -> Vec<(u64, u64, Option<String>)> {
+            m.maps()
+                .into_iter()
+                .map(|e| (e.start, e.end, e.name))
+                .collect()
+        };
+        assert_eq!(shape(&copy), shape(&mm));
+    }
+
+    #[test]
     fn errors_in_order() {
         let mm = named_mm();
         let b = mm.mmap(0, 2 * P, Prot::READ, ANON, None, 0).unwrap();
