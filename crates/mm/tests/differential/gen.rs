@@ -506,12 +506,16 @@ impl Gen {
     }
 
     /// A write fault at `addr`, unless a VMA registered with userfaultfd
-    /// is there: whether the kernel serves that fault depends on which of
+    /// is there, or is a grows-down VMA above it that the fault would
+    /// extend: whether the kernel serves that fault depends on which of
     /// its pages are present, which the model does not know; unregister
     /// the VMA instead.
     fn fault_or_unregister(mm: &Mm, addr: u64) -> Call {
         match mm.find_vma(addr) {
-            Some(v) if v.start() <= addr && v.flags().intersects(VmFlags::UFFD_MASK) => {
+            Some(v)
+                if v.flags().intersects(VmFlags::UFFD_MASK)
+                    && (v.start() <= addr || v.flags().contains(VmFlags::GROWSDOWN)) =>
+            {
                 Call::uffd_unregister(v.start(), v.len())
             }
             _ => Call::write_fault(addr),
