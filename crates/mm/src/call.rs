@@ -1,6 +1,7 @@
 //! One vocabulary for the calls that change an address space: `mmap`,
-//! `munmap`, `mprotect`, `mremap`, `brk`, the write fault, `madvise` and
-//! the `mlock` family.
+//! `munmap`, `mprotect`, `mremap`, `brk`, the write fault, `madvise`, the
+//! `mlock` family, `mseal`, `prctl(PR_SET_VMA_ANON_NAME)`,
+//! `pkey_alloc`/`pkey_mprotect`/`pkey_free` and userfaultfd registration.
 //!
 //! A [`Call`] holds its arguments as the kernel receives them: addresses,
 //! lengths and flag words as raw 64-bit values, the file as a descriptor
@@ -68,7 +69,6 @@ pub enum Call {
     Brk(Brk),
     /// A write to one byte: a page fault, not a system call.
     WriteFault(WriteFault),
-    // --- madvise / mlock (issue 14) ---
     /// `madvise(addr, len, advice)`.
     Madvise(Madvise),
     /// `mlock(addr, len)`.
@@ -81,7 +81,21 @@ pub enum Call {
     Mlockall(Mlockall),
     /// `munlockall()`.
     Munlockall(Munlockall),
-    // --- end madvise / mlock ---
+    /// `mseal(addr, len, flags)`.
+    Mseal(Mseal),
+    /// `prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, addr, len, name)`.
+    SetVmaAnonName(SetVmaAnonName),
+    /// `pkey_alloc(flags, access_rights)`.
+    PkeyAlloc(PkeyAlloc),
+    /// `pkey_mprotect(addr, len, prot, pkey)`.
+    PkeyMprotect(PkeyMprotect),
+    /// `pkey_free(pkey)`.
+    PkeyFree(PkeyFree),
+    /// `ioctl(uffd, UFFDIO_REGISTER, {addr, len, mode})` on the address
+    /// space's one userfaultfd.
+    UffdRegister(UffdRegister),
+    /// `ioctl(uffd, UFFDIO_UNREGISTER, {addr, len})`.
+    UffdUnregister(UffdUnregister),
 }
 
 /// The arguments of `mmap`.
@@ -231,8 +245,6 @@ pub struct WriteFault {
     pub addr: u64,
 }
 
-// --- madvise / mlock (issue 14) ---
-
 /// The arguments of `madvise`.
 ///
 /// `advice` is the kernel's `int`: only its low 32 bits count.
@@ -351,7 +363,210 @@ pub struct Mlockall {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Munlockall {}
 
-// --- end madvise / mlock ---
+/// The arguments of `mseal`.
+///
+/// ```
+/// use mm::call::Call;
+/// use mm::{Errno, Mm};
+///
+/// let mm = Mm::default();
+/// let a = Call::mmap(0, 4096, 0x1, 0x22, -1, 0).apply(&mm, |_| None).unwrap();
+/// assert_eq!(Call::mseal(a, 4096, 0).apply(&mm, |_| None), Ok(0));
+/// assert_eq!(Call::munmap(a, 4096).apply(&mm, |_| None), Err(Errno::EPERM));
+/// assert_eq!(Call::mseal(a, 4096, 0).to_string(), format!("mseal({a:#x}, 4096, 0)"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Mseal {
+    /// Start, page-aligned.
+    pub addr: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// Must be 0.
+    pub flags: u64,
+}
+
+/// A VMA name as `prctl(PR_SET_VMA_ANON_NAME)` reads it: the bytes of a C
+/// string up to its NUL, at most [`AnonName::MAX`] of them kept (a longer
+/// string fails as an 80-byte one does, so nothing is lost). Copy, so that
+/// a [`Call`] stays a plain value.
+///
+/// ```
+/// use mm::call::AnonName;
+/// assert_eq!(AnonName::new(b"heap\0rest").as_bytes(), b"heap");
+/// assert_eq!(AnonName::new(&[b'x'; 200]).as_bytes().len(), AnonName::MAX);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AnonName {
+    len: u8,
+    bytes: [u8; AnonName::MAX],
+}
+
+impl AnonName {
+    /// Bytes kept: the kernel's limit, `ANON_VMA_NAME_MAX_LEN` (80, the
+    /// NUL included, so a kept string of 80 bytes is already too long).
+    pub const MAX: usize = crate::mm::ANON_NAME_MAX;
+
+    /// The name in `bytes`, cut at the first NUL and at [`AnonName::MAX`]
+    /// bytes.
+    pub fn new(bytes: &[u8]) -> AnonName {
+        let s = bytes.split(|&b| b == 0).next().unwrap_or(&[]);
+        let s = &s[..s.len().min(AnonName::MAX)];
+        let mut out = AnonName {
+            len: s.len() as u8,
+            bytes: [0; AnonName::MAX],
+        };
+        out.bytes[..s.len()].copy_from_slice(s);
+        out
+    }
+
+    /// The bytes, without a NUL.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+/// Prints as a C string literal.
+impl fmt::Debug for AnonName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("\"")?;
+        for &b in self.as_bytes() {
+            match b {
+                b'"' | b'\\' => write!(f, "\\{}", b as char)?,
+                0x20..=0x7e => write!(f, "{}", b as char)?,
+                _ => write!(f, "\\x{b:02x}")?,
+            }
+        }
+        f.write_str("\"")
+    }
+}
+
+/// The arguments of `prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, addr, len,
+/// name)`; `name` `None` is a NULL pointer (clear the name).
+///
+/// ```
+/// use mm::call::{AnonName, Call};
+/// use mm::{Errno, Layout, Mm, Policy};
+///
+/// let named = Layout { anon_vma_name: true, ..Layout::default() };
+/// let mm = Mm::new(Policy::shared_default(), named);
+/// let a = Call::mmap(0, 4096, 0x1, 0x22, -1, 0).apply(&mm, |_| None).unwrap();
+/// let set = Call::set_vma_anon_name(a, 4096, Some(AnonName::new(b"buf")));
+/// assert_eq!(set.apply(&mm, |_| None), Ok(0));
+/// assert_eq!(
+///     set.to_string(),
+///     format!("prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, {a:#x}, 4096, \"buf\")")
+/// );
+/// assert_eq!(Call::set_vma_anon_name(a, 4096, None).to_string(),
+///     format!("prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, {a:#x}, 4096, NULL)"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SetVmaAnonName {
+    /// Start, page-aligned.
+    pub addr: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// The name, or `None` for NULL.
+    pub name: Option<AnonName>,
+}
+
+/// The arguments of `pkey_alloc`.
+///
+/// ```
+/// use mm::call::Call;
+/// use mm::{Errno, Mm};
+///
+/// // Without protection keys, as on this project's machine.
+/// let mm = Mm::default();
+/// assert_eq!(Call::pkey_alloc(0, 0x1).apply(&mm, |_| None), Err(Errno::EINVAL));
+/// assert_eq!(Call::pkey_alloc(0, 0x1).to_string(), "pkey_alloc(0, PKEY_DISABLE_ACCESS)");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PkeyAlloc {
+    /// Must be 0.
+    pub flags: u64,
+    /// `PKEY_DISABLE_ACCESS` (1) and/or `PKEY_DISABLE_WRITE` (2).
+    pub access_rights: u64,
+}
+
+/// The arguments of `pkey_mprotect`; `pkey` is a C `int`, -1 for none.
+///
+/// ```
+/// use mm::call::Call;
+/// use mm::{Errno, Mm};
+///
+/// let mm = Mm::default();
+/// let a = Call::mmap(0, 4096, 0x3, 0x22, -1, 0).apply(&mm, |_| None).unwrap();
+/// assert_eq!(Call::pkey_mprotect(a, 4096, 0x1, -1).apply(&mm, |_| None), Ok(0));
+/// assert_eq!(Call::pkey_mprotect(a, 4096, 0x1, 1).apply(&mm, |_| None), Err(Errno::EINVAL));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PkeyMprotect {
+    /// Start, page-aligned.
+    pub addr: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// `PROT_*` bits.
+    pub prot: u64,
+    /// The key, or -1.
+    pub pkey: i32,
+}
+
+/// The argument of `pkey_free`.
+///
+/// ```
+/// use mm::call::Call;
+/// assert_eq!(Call::pkey_free(3).to_string(), "pkey_free(3)");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PkeyFree {
+    /// The key.
+    pub pkey: i32,
+}
+
+/// The arguments of `UFFDIO_REGISTER` (`struct uffdio_register`).
+///
+/// ```
+/// use mm::call::Call;
+/// use mm::Mm;
+///
+/// let mm = Mm::default();
+/// let a = Call::mmap(0, 4096, 0x3, 0x22, -1, 0).apply(&mm, |_| None).unwrap();
+/// let reg = Call::uffd_register(a, 4096, 0x1);
+/// assert_eq!(reg.apply(&mm, |_| None), Ok(0));
+/// assert_eq!(
+///     reg.to_string(),
+///     format!("ioctl(uffd, UFFDIO_REGISTER, {{start={a:#x}, len=4096, \
+///              mode=UFFDIO_REGISTER_MODE_MISSING}})")
+/// );
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UffdRegister {
+    /// Start, page-aligned.
+    pub addr: u64,
+    /// Length in bytes, page-aligned.
+    pub len: u64,
+    /// `UFFDIO_REGISTER_MODE_*` bits.
+    pub mode: u64,
+}
+
+/// The arguments of `UFFDIO_UNREGISTER` (`struct uffdio_range`).
+///
+/// ```
+/// use mm::call::Call;
+/// use mm::{Errno, Mm};
+/// let mm = Mm::default();
+/// // Nothing mapped there.
+/// let unreg = Call::uffd_unregister(0x10000, 4096);
+/// assert_eq!(unreg.apply(&mm, |_| None), Err(Errno::EINVAL));
+/// assert_eq!(unreg.to_string(), "ioctl(uffd, UFFDIO_UNREGISTER, {start=0x10000, len=4096})");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UffdUnregister {
+    /// Start, page-aligned.
+    pub addr: u64,
+    /// Length in bytes, page-aligned.
+    pub len: u64,
+}
 
 // A bit the kernel does not know in each flag word the model takes as
 // `u32`: it stands in for bits above 31 (see `low_word`).
@@ -412,8 +627,6 @@ impl Call {
         Call::WriteFault(WriteFault { addr })
     }
 
-    // --- madvise / mlock (issue 14) ---
-
     /// `madvise(addr, len, advice)`.
     pub const fn madvise(addr: u64, len: u64, advice: u64) -> Call {
         Call::Madvise(Madvise { addr, len, advice })
@@ -444,7 +657,48 @@ impl Call {
         Call::Munlockall(Munlockall {})
     }
 
-    // --- end madvise / mlock ---
+    /// `mseal(addr, len, flags)`.
+    pub const fn mseal(addr: u64, len: u64, flags: u64) -> Call {
+        Call::Mseal(Mseal { addr, len, flags })
+    }
+
+    /// `prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, addr, len, name)`.
+    pub const fn set_vma_anon_name(addr: u64, len: u64, name: Option<AnonName>) -> Call {
+        Call::SetVmaAnonName(SetVmaAnonName { addr, len, name })
+    }
+
+    /// `pkey_alloc(flags, access_rights)`.
+    pub const fn pkey_alloc(flags: u64, access_rights: u64) -> Call {
+        Call::PkeyAlloc(PkeyAlloc {
+            flags,
+            access_rights,
+        })
+    }
+
+    /// `pkey_mprotect(addr, len, prot, pkey)`.
+    pub const fn pkey_mprotect(addr: u64, len: u64, prot: u64, pkey: i32) -> Call {
+        Call::PkeyMprotect(PkeyMprotect {
+            addr,
+            len,
+            prot,
+            pkey,
+        })
+    }
+
+    /// `pkey_free(pkey)`.
+    pub const fn pkey_free(pkey: i32) -> Call {
+        Call::PkeyFree(PkeyFree { pkey })
+    }
+
+    /// `ioctl(uffd, UFFDIO_REGISTER, {addr, len, mode})`.
+    pub const fn uffd_register(addr: u64, len: u64, mode: u64) -> Call {
+        Call::UffdRegister(UffdRegister { addr, len, mode })
+    }
+
+    /// `ioctl(uffd, UFFDIO_UNREGISTER, {addr, len})`.
+    pub const fn uffd_unregister(addr: u64, len: u64) -> Call {
+        Call::UffdUnregister(UffdUnregister { addr, len })
+    }
 
     /// Run the call on `mm`: the value the system call returns (an
     /// address, the break, 0 for the calls that return nothing), or the
@@ -499,6 +753,19 @@ impl Call {
             Call::Munlock(c) => mm.munlock(c.addr, c.len).map(|()| 0),
             Call::Mlockall(c) => mm.mlockall(c.flags as u32).map(|()| 0),
             Call::Munlockall(_) => mm.munlockall().map(|()| 0),
+            Call::Mseal(c) => mm.mseal(c.addr, c.len, c.flags).map(|()| 0),
+            Call::SetVmaAnonName(c) => {
+                let name = c.name.as_ref().map(AnonName::as_bytes);
+                mm.set_vma_anon_name(c.addr, c.len, name).map(|()| 0)
+            }
+            Call::PkeyAlloc(c) => mm.pkey_alloc(c.flags, c.access_rights),
+            Call::PkeyMprotect(c) => {
+                let prot = Prot::from_bits_retain(low_word(c.prot, STRAY_PROT));
+                mm.pkey_mprotect(c.addr, c.len, prot, c.pkey).map(|()| 0)
+            }
+            Call::PkeyFree(c) => mm.pkey_free(c.pkey).map(|()| 0),
+            Call::UffdRegister(c) => mm.uffd_register(c.addr, c.len, c.mode).map(|()| 0),
+            Call::UffdUnregister(c) => mm.uffd_unregister(c.addr, c.len).map(|()| 0),
         }
     }
 
@@ -522,6 +789,12 @@ impl Call {
             Call::Munlock(_) => "munlock",
             Call::Mlockall(_) => "mlockall",
             Call::Munlockall(_) => "munlockall",
+            Call::Mseal(_) => "mseal",
+            Call::SetVmaAnonName(_) => "prctl",
+            Call::PkeyAlloc(_) => "pkey_alloc",
+            Call::PkeyMprotect(_) => "pkey_mprotect",
+            Call::PkeyFree(_) => "pkey_free",
+            Call::UffdRegister(_) | Call::UffdUnregister(_) => "ioctl",
         }
     }
 }
@@ -606,9 +879,90 @@ impl fmt::Display for Call {
                 )
             )?,
             Call::Munlockall(_) => {}
+            Call::Mseal(c) => write!(f, "{:#x}, {}, {}", c.addr, Size(c.len), Hex0(c.flags))?,
+            Call::SetVmaAnonName(c) => {
+                write!(
+                    f,
+                    "PR_SET_VMA, PR_SET_VMA_ANON_NAME, {:#x}, {}, ",
+                    c.addr,
+                    Size(c.len)
+                )?;
+                match &c.name {
+                    Some(n) => write!(f, "{n:?}")?,
+                    None => f.write_str("NULL")?,
+                }
+            }
+            Call::PkeyAlloc(c) => write!(
+                f,
+                "{}, {}",
+                Hex0(c.flags),
+                named_bits(
+                    c.access_rights,
+                    &[(1, "PKEY_DISABLE_ACCESS"), (2, "PKEY_DISABLE_WRITE")]
+                )
+            )?,
+            Call::PkeyMprotect(c) => write!(
+                f,
+                "{:#x}, {}, {}, {}",
+                c.addr,
+                Size(c.len),
+                flag_word::<Prot>("PROT_", c.prot, "PROT_NONE"),
+                c.pkey
+            )?,
+            Call::PkeyFree(c) => write!(f, "{}", c.pkey)?,
+            Call::UffdRegister(c) => write!(
+                f,
+                "uffd, UFFDIO_REGISTER, {{start={:#x}, len={}, mode={}}}",
+                c.addr,
+                Size(c.len),
+                named_bits(
+                    c.mode,
+                    &[
+                        (1, "UFFDIO_REGISTER_MODE_MISSING"),
+                        (2, "UFFDIO_REGISTER_MODE_WP"),
+                        (4, "UFFDIO_REGISTER_MODE_MINOR")
+                    ]
+                )
+            )?,
+            Call::UffdUnregister(c) => write!(
+                f,
+                "uffd, UFFDIO_UNREGISTER, {{start={:#x}, len={}}}",
+                c.addr,
+                Size(c.len)
+            )?,
         }
         f.write_str(")")
     }
+}
+
+/// A flag word with no names: 0, or the bits in hex.
+struct Hex0(u64);
+
+impl fmt::Display for Hex0 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0 == 0 {
+            f.write_str("0")
+        } else {
+            write!(f, "{:#x}", self.0)
+        }
+    }
+}
+
+/// A word of the bits `names` names, joined by `|`, the rest in hex; "0"
+/// when it is 0.
+fn named_bits(word: u64, names: &[(u64, &str)]) -> String {
+    let mut parts = Vec::new();
+    let mut rest = word;
+    for &(bit, name) in names {
+        if word & bit != 0 {
+            parts.push(name.to_string());
+            rest &= !bit;
+        }
+    }
+    if rest != 0 {
+        parts.push(format!("{rest:#x}"));
+    }
+    join(parts, "0")
 }
 
 /// A length or offset as [`Call`] prints it.
@@ -667,22 +1021,6 @@ fn push_names<F: Flags<Bits = u32>>(parts: &mut Vec<String>, prefix: &str, word:
     }
 }
 
-/// A flag word from a table of names, the rest in hex, `0` when empty.
-fn named_bits(word: u64, names: &[(u64, &str)]) -> String {
-    let mut parts = Vec::new();
-    let mut rest = word;
-    for &(bit, name) in names {
-        if word & bit != 0 {
-            parts.push(name.to_string());
-            rest &= !bit;
-        }
-    }
-    if rest != 0 {
-        parts.push(format!("{rest:#x}"));
-    }
-    join(parts, "0")
-}
-
 fn join(parts: Vec<String>, none: &str) -> String {
     if parts.is_empty() {
         none.to_string()
@@ -729,6 +1067,55 @@ mod tests {
         for (call, text) in cases {
             assert_eq!(call.to_string(), text);
         }
+    }
+
+    #[test]
+    fn seal_name_pkey_uffd_calls_print_as_c() {
+        let cases = [
+            (Call::mseal(0x1000, 1 << 40, 0x3), "mseal(0x1000, 0x10000000000, 0x3)"),
+            (
+                Call::set_vma_anon_name(0x2000, 4096, Some(AnonName::new(b"a\"b\\\t"))),
+                "prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, 0x2000, 4096, \"a\\\"b\\\\\\x09\")",
+            ),
+            (Call::pkey_alloc(1, 0x3 | 0x8), "pkey_alloc(0x1, PKEY_DISABLE_ACCESS|PKEY_DISABLE_WRITE|0x8)"),
+            (Call::pkey_alloc(0, 0), "pkey_alloc(0, 0)"),
+            (Call::pkey_mprotect(0x3000, 1, 0x5, -1), "pkey_mprotect(0x3000, 1, PROT_READ|PROT_EXEC, -1)"),
+            (Call::pkey_free(-7), "pkey_free(-7)"),
+            (
+                Call::uffd_register(0x4000, 8192, 0x7 | 0x10),
+                "ioctl(uffd, UFFDIO_REGISTER, {start=0x4000, len=8192, mode=UFFDIO_REGISTER_MODE_MISSING|\
+                 UFFDIO_REGISTER_MODE_WP|UFFDIO_REGISTER_MODE_MINOR|0x10})",
+            ),
+            (Call::uffd_register(0x4000, 8192, 0), "ioctl(uffd, UFFDIO_REGISTER, {start=0x4000, len=8192, mode=0})"),
+        ];
+        for (call, text) in cases {
+            assert_eq!(call.to_string(), text);
+        }
+    }
+
+    #[test]
+    fn names_past_the_limit_fail_as_the_kernel_says() {
+        let mm = Mm::new(
+            crate::Policy::shared_default(),
+            crate::Layout {
+                anon_vma_name: true,
+                ..crate::Layout::default()
+            },
+        );
+        let a = Call::mmap(0, 4096, 0x1, 0x22, -1, 0)
+            .apply(&mm, |_| None)
+            .unwrap();
+        let long = AnonName::new(&[b'n'; 300]);
+        assert_eq!(long.as_bytes().len(), AnonName::MAX);
+        let set = Call::set_vma_anon_name(a, 4096, Some(long));
+        assert_eq!(set.apply(&mm, |_| None), Err(Errno::EINVAL));
+        let ok = Call::set_vma_anon_name(a, 4096, Some(AnonName::new(&[b'n'; 79])));
+        assert_eq!(ok.apply(&mm, |_| None), Ok(0));
+        // High bits of a pkey_mprotect prot are unknown bits: EINVAL.
+        assert_eq!(
+            Call::pkey_mprotect(a, 4096, 1 << 33, -1).apply(&mm, |_| None),
+            Err(Errno::EINVAL)
+        );
     }
 
     #[test]

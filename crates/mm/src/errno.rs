@@ -40,13 +40,15 @@ pub enum Errno {
     EINVAL = 22,
     /// Text file busy (26).
     ETXTBSY = 26,
+    /// No space left on device (28): `pkey_alloc` with every key taken.
+    ENOSPC = 28,
     /// Value too large for defined data type (75).
     EOVERFLOW = 75,
     /// Operation not supported (95).
     EOPNOTSUPP = 95,
 }
 
-const ALL: [Errno; 13] = [
+const ALL: [Errno; 14] = [
     Errno::EPERM,
     Errno::EBADF,
     Errno::EAGAIN,
@@ -58,6 +60,7 @@ const ALL: [Errno; 13] = [
     Errno::ENODEV,
     Errno::EINVAL,
     Errno::ETXTBSY,
+    Errno::ENOSPC,
     Errno::EOVERFLOW,
     Errno::EOPNOTSUPP,
 ];
@@ -87,6 +90,7 @@ impl Errno {
             Errno::ENODEV => "ENODEV",
             Errno::EINVAL => "EINVAL",
             Errno::ETXTBSY => "ETXTBSY",
+            Errno::ENOSPC => "ENOSPC",
             Errno::EOVERFLOW => "EOVERFLOW",
             Errno::EOPNOTSUPP => "EOPNOTSUPP",
         }
@@ -110,6 +114,7 @@ impl Errno {
             Errno::ENODEV => "No such device",
             Errno::EINVAL => "Invalid argument",
             Errno::ETXTBSY => "Text file busy",
+            Errno::ENOSPC => "No space left on device",
             Errno::EOVERFLOW => "Value too large for defined data type",
             Errno::EOPNOTSUPP => "Operation not supported",
         }

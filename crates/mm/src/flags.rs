@@ -207,10 +207,29 @@ bitflags! {
         const PKEY_BIT2 = 1 << 34;
         /// Protection key, bit 3.
         const PKEY_BIT3 = 1 << 35;
+
+        // Sealing and userfaultfd (issue 14 item 3): bit values of Linux
+        // 6.18's include/linux/mm.h.
+        /// Missing-page faults go to the userfaultfd (`VM_UFFD_MISSING`,
+        /// `UFFDIO_REGISTER_MODE_MISSING`).
+        const UFFD_MISSING = 0x200;
+        /// Write-protect faults go to the userfaultfd (`VM_UFFD_WP`).
+        const UFFD_WP = 0x1000;
+        /// Minor faults go to the userfaultfd (`VM_UFFD_MINOR`, bit 41).
+        const UFFD_MINOR = 1 << 41;
+        /// Sealed by `mseal`: no unmap, move, resize, re-protect or
+        /// discard (`VM_SEALED`, bit 42).
+        const SEALED = 1 << 42;
     }
 }
 
 impl VmFlags {
+    /// The userfaultfd bits (`__VM_UFFD_FLAGS`): set while a range is
+    /// registered with the address space's userfaultfd.
+    pub const UFFD_MASK: VmFlags = VmFlags::UFFD_MISSING
+        .union(VmFlags::UFFD_WP)
+        .union(VmFlags::UFFD_MINOR);
+
     /// The protection-key bits.
     pub const PKEY_MASK: VmFlags = VmFlags::PKEY_BIT0
         .union(VmFlags::PKEY_BIT1)

@@ -65,6 +65,11 @@ pub struct Layout {
     /// The process holds `CAP_IPC_LOCK` (e.g. runs as root): it may lock
     /// past `memlock_rlimit`.
     pub cap_ipc_lock: bool,
+    /// The kernel was built with `CONFIG_ANON_VMA_NAME`: without it
+    /// `prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME)` always fails with
+    /// `EINVAL` (as on this project's machine; probe it with a zero-length
+    /// call, which succeeds where names exist).
+    pub anon_vma_name: bool,
 }
 
 impl Layout {
@@ -88,6 +93,7 @@ impl Layout {
             exec_only_pkey: false,
             memlock_rlimit: 8 << 20,
             cap_ipc_lock: false,
+            anon_vma_name: true,
         }
     }
 

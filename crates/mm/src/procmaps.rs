@@ -230,8 +230,8 @@ pub const VM_FLAG_MNEMONICS: [(u32, &str); 40] = [
     (34, ""),   // VM_PKEY_BIT2
     (35, ""),   // VM_PKEY_BIT3
     (37, "ss"), // VM_SHADOW_STACK
-    (38, "ui"), // VM_UFFD_MINOR
     (40, "dp"), // VM_DROPPABLE
+    (41, "ui"), // VM_UFFD_MINOR (bit 38 in older kernels)
     (42, "sl"), // VM_SEALED
 ];
 

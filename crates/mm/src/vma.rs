@@ -43,6 +43,9 @@ pub struct Vma {
     /// none. Written only under the lock(s) the file's reverse map takes
     /// for a change; read by checkers and by later changes to find it.
     imap_group: AtomicU32,
+    /// The name `prctl(PR_SET_VMA_ANON_NAME)` gave it (`anon_vma_name`),
+    /// shown as `[anon:NAME]`; VMAs merge only with equal names.
+    name: Option<Arc<str>>,
 }
 
 const UNLINKED: u32 = u32::MAX;
@@ -70,7 +73,14 @@ impl Vma {
             anon: cell,
             lock: VmaLock::new(),
             imap_group: AtomicU32::new(UNLINKED),
+            name: None,
         }
+    }
+
+    /// This VMA (not yet published) with the anonymous name `name`.
+    pub(crate) fn named(mut self, name: Option<Arc<str>>) -> Vma {
+        self.name = name;
+        self
     }
 
     /// A copy of this VMA narrowed or widened to `[start, end)`, keeping
@@ -84,6 +94,7 @@ impl Vma {
             self.file.clone(),
             self.anon().cloned(),
         )
+        .named(self.name.clone())
     }
 
     /// A copy of this VMA with other flags.
@@ -96,6 +107,7 @@ impl Vma {
             self.file.clone(),
             self.anon().cloned(),
         )
+        .named(self.name.clone())
     }
 
     /// A copy of this VMA with another anon_vma link.
@@ -108,6 +120,7 @@ impl Vma {
             self.file.clone(),
             anon,
         )
+        .named(self.name.clone())
     }
 
     /// First address.
@@ -172,6 +185,31 @@ impl Vma {
     /// file of its own.
     pub fn file(&self) -> Option<&Arc<File>> {
         self.file.as_ref()
+    }
+
+    /// The name given by `prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME)`, if
+    /// any: `/proc/<pid>/maps` shows it as `[anon:NAME]` (or
+    /// `[anon_shmem:NAME]` for shared anonymous memory), and it keeps the
+    /// VMA from merging with differently named neighbours.
+    ///
+    /// ```
+    /// use mm::{Layout, MapFlags, Mm, Prot};
+    /// use std::sync::Arc;
+    /// let layout = Layout { anon_vma_name: true, ..Layout::default() };
+    /// let mm = Mm::new(mm::Policy::shared_default(), layout);
+    /// let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+    /// let a = mm.mmap(0, 8192, Prot::READ, anon, None, 0).unwrap();
+    /// mm.set_vma_anon_name(a, 4096, Some(b"buf")).unwrap();
+    /// assert_eq!(mm.find_vma(a).unwrap().anon_name(), Some("buf"));
+    /// assert_eq!(mm.find_vma(a + 4096).unwrap().anon_name(), None);
+    /// ```
+    pub fn anon_name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    /// The name as shared by the VMAs split from one another.
+    pub(crate) fn name_arc(&self) -> Option<Arc<str>> {
+        self.name.clone()
     }
 
     /// The anon_vma link, set by the first write fault of a private

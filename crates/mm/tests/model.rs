@@ -643,3 +643,234 @@ proptest! {
         }
     }
 }
+
+/// The calls of issue 14 item 3 (sealing, names, protection keys,
+/// userfaultfd registration), mixed with the map-changing ones.
+#[derive(Debug, Clone)]
+enum SealOp {
+    Base(Op),
+    Mseal {
+        page: u64,
+        pages: u64,
+        flags: u64,
+    },
+    Name {
+        page: u64,
+        pages: u64,
+        name: u8,
+    },
+    PkeyMprotect {
+        page: u64,
+        pages: u64,
+        prot: u32,
+        pkey: i32,
+    },
+    PkeyAlloc {
+        flags: u64,
+        rights: u64,
+    },
+    PkeyFree {
+        pkey: i32,
+    },
+    UffdRegister {
+        page: u64,
+        pages: u64,
+        mode: u64,
+    },
+    UffdUnregister {
+        page: u64,
+        pages: u64,
+    },
+}
+
+/// Names by index: valid, empty, too long, refused characters, NULL.
+const NAMES: [Option<&[u8]>; 6] = [
+    Some(b"a"),
+    Some(b"b c"),
+    Some(b""),
+    Some(&[b'x'; 80]),
+    Some(b"$"),
+    None,
+];
+
+fn seal_op() -> impl Strategy<Value = SealOp> {
+    let page = 0..WINDOW_PAGES;
+    let pages = 0..8u64;
+    prop_oneof![
+        3 => op().prop_map(SealOp::Base),
+        1 => (page.clone(), pages.clone(), prop_oneof![4 => Just(0u64), 1 => Just(1u64)])
+            .prop_map(|(page, pages, flags)| SealOp::Mseal { page, pages, flags }),
+        1 => (page.clone(), pages.clone(), 0..NAMES.len() as u8)
+            .prop_map(|(page, pages, name)| SealOp::Name { page, pages, name }),
+        1 => (page.clone(), pages.clone(), 0..8u32, -2..17i32).prop_map(
+            |(page, pages, prot, pkey)| SealOp::PkeyMprotect { page, pages, prot, pkey }
+        ),
+        1 => (0..2u64, 0..5u64).prop_map(|(flags, rights)| SealOp::PkeyAlloc { flags, rights }),
+        1 => (-1..17i32).prop_map(|pkey| SealOp::PkeyFree { pkey }),
+        1 => (page.clone(), pages.clone(), 0..9u64)
+            .prop_map(|(page, pages, mode)| SealOp::UffdRegister { page, pages, mode }),
+        1 => (page, pages).prop_map(|(page, pages)| SealOp::UffdUnregister { page, pages }),
+    ]
+}
+
+fn apply_seal(mm: &Mm, op: &SealOp, heap: u64) -> Result<u64, Errno> {
+    let ok = |r: Result<(), Errno>| r.map(|()| 0);
+    match *op {
+        SealOp::Base(ref op) => apply(mm, op, heap, None),
+        SealOp::Mseal { page, pages, flags } => ok(mm.mseal(addr(page), pages * PAGE, flags)),
+        SealOp::Name { page, pages, name } => {
+            ok(mm.set_vma_anon_name(addr(page), pages * PAGE, NAMES[name as usize]))
+        }
+        SealOp::PkeyMprotect {
+            page,
+            pages,
+            prot,
+            pkey,
+        } => ok(mm.pkey_mprotect(addr(page), pages * PAGE, Prot::from_bits_retain(prot), pkey)),
+        SealOp::PkeyAlloc { flags, rights } => mm.pkey_alloc(flags, rights),
+        SealOp::PkeyFree { pkey } => ok(mm.pkey_free(pkey)),
+        SealOp::UffdRegister { page, pages, mode } => {
+            ok(mm.uffd_register(addr(page), pages * PAGE, mode))
+        }
+        SealOp::UffdUnregister { page, pages } => ok(mm.uffd_unregister(addr(page), pages * PAGE)),
+    }
+}
+
+/// Per page of the window: protection, flags, name, and the file page
+/// (what a split leaves alone and any change shows).
+type PageState = Option<(mm::VmFlags, Option<String>, Option<u64>)>;
+
+fn pages_of(mm: &Mm) -> Vec<PageState> {
+    let vmas = mm.vmas();
+    (0..4 * WINDOW_PAGES)
+        .map(|p| {
+            let a = addr(p);
+            vmas.iter()
+                .find(|v| v.start() <= a && a < v.end())
+                .map(|v| {
+                    let file_page = v.file().map(|_| v.pgoff() + ((a - v.start()) / PAGE));
+                    (v.flags(), v.anon_name().map(str::to_string), file_page)
+                })
+        })
+        .collect()
+}
+
+/// Pages outside `[lo, hi)` are alike in both.
+fn alike_outside(
+    before: &[PageState],
+    after: &[PageState],
+    lo: u64,
+    hi: u64,
+) -> Result<(), String> {
+    for (p, (b, a)) in before.iter().zip(after).enumerate() {
+        let at = addr(p as u64);
+        if (lo..hi).contains(&at) {
+            continue;
+        }
+        if b != a {
+            return Err(format!("page {at:#x} changed: {b:?} -> {a:?}"));
+        }
+    }
+    Ok(())
+}
+
+fn seal_mm(index: IndexKind, max_map_count: usize, pku: bool) -> Mm {
+    let policy = std::sync::Arc::new(Policy {
+        index,
+        ..Policy::default()
+    });
+    let layout = Layout {
+        max_map_count,
+        exec_only_pkey: pku,
+        anon_vma_name: true,
+        ..Layout::default()
+    };
+    Mm::new(&policy, layout)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("MM_PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(256),
+        ..ProptestConfig::default()
+    })]
+
+    /// With sealing, names, protection keys (with and without PKU) and
+    /// userfaultfd in the mix: both indexes agree, every map is valid,
+    /// and a refused call changes nothing, page for page (flags and names
+    /// included), except where the kernel itself changes part of the
+    /// range before failing: a walk that stops at a hole, a sealed or a
+    /// file VMA (`mprotect`, `pkey_mprotect`, naming), a split at
+    /// `max_map_count`, and the split an unmap makes at its start before
+    /// it meets a sealed VMA (which changes no page).
+    #[test]
+    fn seal_name_pkey_uffd_refusals_change_nothing(
+        ops in proptest::collection::vec(seal_op(), 1..60),
+        max in 6usize..40,
+        pku in any::<bool>(),
+    ) {
+        let maple = seal_mm(IndexKind::Maple, max, pku);
+        let legacy = seal_mm(IndexKind::Legacy, max, pku);
+        let heap = BASE + 2 * WINDOW_PAGES * PAGE + (1 << 30);
+        maple.set_brk_base(heap);
+        legacy.set_brk_base(heap);
+        for op in &ops {
+            let before = pages_of(&maple);
+            let r = apply_seal(&maple, op, heap);
+            prop_assert_eq!(r, apply_seal(&legacy, op, heap), "indexes disagree on {:?}", op);
+            maple.validate().map_err(TestCaseError::fail)?;
+            legacy.validate().map_err(TestCaseError::fail)?;
+            prop_assert_eq!(pages_of(&maple), pages_of(&legacy), "maps differ after {:?}", op);
+            prop_assert_eq!(shape(&maple), shape(&legacy));
+            let Err(e) = r else { continue };
+            let after = pages_of(&maple);
+            let range = |page: u64, pages: u64| (addr(page), addr(page) + pages * PAGE);
+            let (lo, hi) = match *op {
+                // mseal checks for holes before it changes anything; only
+                // a split at max_map_count stops it part-way.
+                SealOp::Mseal { page, pages, .. }
+                    if e == Errno::ENOMEM
+                        && (page..page + pages).all(|p| before.get(p as usize).is_some_and(Option::is_some)) =>
+                {
+                    range(page, pages)
+                }
+                SealOp::Name { page, pages, .. } if matches!(e, Errno::ENOMEM | Errno::EBADF) => {
+                    range(page, pages)
+                }
+                SealOp::PkeyMprotect { page, pages, .. } => range(page, pages),
+                SealOp::UffdRegister { page, pages, .. } | SealOp::UffdUnregister { page, pages }
+                    if e == Errno::ENOMEM => range(page, pages),
+                SealOp::Base(Op::Mprotect { page, pages, prot }) => {
+                    let lo = if prot & 0x0100_0000 != 0 { 0 } else { addr(page) };
+                    (lo, addr(page) + pages * PAGE)
+                }
+                SealOp::Base(Op::Mremap { page, old, new, to, .. }) => {
+                    // The target unmap and the shrunk tail may have gone,
+                    // or, for a multi-VMA move, VMAs before a refused one
+                    // moved: only the two ranges may differ.
+                    let src = range(page, old);
+                    let dst = range(to + WINDOW_PAGES, new);
+                    alike_outside(&before, &after, src.0.min(dst.0), src.1.max(dst.1))
+                        .map_err(TestCaseError::fail)?;
+                    continue;
+                }
+                SealOp::Base(Op::Brk { .. }) | SealOp::Base(Op::Fault { .. }) => continue,
+                _ => (0, 0),
+            };
+            alike_outside(&before, &after, lo, hi)
+                .map_err(|m| TestCaseError::fail(format!("{op:?}: {e:?}: {m}")))?;
+        }
+    }
+}
+
+#[test]
+fn sealed_heap_and_names_survive_fork() {
+    let mm = seal_mm(IndexKind::Maple, 1000, false);
+    let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+    let a = mm.mmap(0, 4 * PAGE, Prot::READ, anon, None, 0).unwrap();
+    mm.set_vma_anon_name(a, 2 * PAGE, Some(b"n")).unwrap();
+    mm.mseal(a + PAGE, PAGE, 0).unwrap();
+    let child = mm.fork();
+    assert_eq!(child.proc_maps(), mm.proc_maps());
+    assert_eq!(child.munmap(a, 4 * PAGE), Err(Errno::EPERM));
+    assert!(child.proc_maps().contains("[anon:n]"));
+}

@@ -91,14 +91,20 @@ impl Mm {
                     guards.insert(s, e);
                 }
             }
-            vmas.push(Arc::new(Vma::new(
-                v.start(),
-                v.end(),
-                v.flags() - VmFlags::LOCKED_MASK,
-                v.pgoff(),
-                v.file().cloned(),
-                anon,
-            )));
+            // The child keeps the VMA's name; it drops the lock flags and
+            // its userfaultfd registration (the model's context has no
+            // UFFD_FEATURE_EVENT_FORK, see uffd.rs).
+            vmas.push(Arc::new(
+                Vma::new(
+                    v.start(),
+                    v.end(),
+                    v.flags() - VmFlags::LOCKED_MASK - VmFlags::UFFD_MASK,
+                    v.pgoff(),
+                    v.file().cloned(),
+                    anon,
+                )
+                .named(v.name_arc()),
+            ));
         });
         Mm::with_state(
             &self.policy,
@@ -110,6 +116,7 @@ impl Mm {
                 start_stack: st.start_stack,
                 max_map_count: 0,
                 policy: Arc::clone(&st.policy),
+                pkey_map: st.pkey_map,
                 exec_only_pkey: st.exec_only_pkey,
                 // The child's mm_init keeps no VM_LOCKED default.
                 def_flags: VmFlags::empty(),
@@ -138,6 +145,8 @@ impl Mm {
         let mut st = self.state.write();
         st.clear();
         let layout = &self.layout;
+        // A new mm: no protection keys handed out.
+        (st.pkey_map, st.exec_only_pkey) = super::pkey::initial(layout);
         let top = layout.stack_top & !(PAGE_SIZE - 1);
         let stack_size = page_align(image.stack_size.max(PAGE_SIZE)).ok_or(Errno::EINVAL)?;
         let stack_start = top.checked_sub(stack_size).ok_or(Errno::EINVAL)?;

@@ -134,6 +134,28 @@ impl Advice {
     pub fn is_known(self) -> bool {
         self.name().is_some()
     }
+
+    /// Whether the advice discards pages or changes what a later fault or
+    /// a fork child reads (the kernel's `is_discard`): these are the ones a
+    /// sealed read-only private anonymous VMA refuses with `EPERM`.
+    ///
+    /// ```
+    /// use mm::Advice;
+    /// assert!(Advice::DONTNEED.discards() && Advice::WIPEONFORK.discards());
+    /// assert!(!Advice::WILLNEED.discards() && !Advice::DONTDUMP.discards());
+    /// ```
+    pub fn discards(self) -> bool {
+        matches!(
+            self,
+            Advice::FREE
+                | Advice::DONTNEED
+                | Advice::DONTNEED_LOCKED
+                | Advice::REMOVE
+                | Advice::DONTFORK
+                | Advice::WIPEONFORK
+                | Advice::GUARD_INSTALL
+        )
+    }
 }
 
 impl fmt::Display for Advice {
@@ -343,6 +365,10 @@ impl State {
         end: u64,
         advice: Advice,
     ) -> Result<Arc<Vma>, Errno> {
+        // can_madvise_modify: the sealing check comes first, per VMA.
+        if advice.discards() && State::sealed_refuses_discard(vma) {
+            return Err(Errno::EPERM);
+        }
         let old = vma.flags();
         let locked = old.contains(VmFlags::LOCKED);
         let special = old.contains(VmFlags::DONTEXPAND);

@@ -44,11 +44,17 @@ fn pages(start: u64, end: u64) -> u64 {
     (end - start) >> PAGE_SHIFT
 }
 
-/// `is_mergeable_vma`: flags and file agree.
-fn mergeable_vma(tgt: &Vma, flags: VmFlags, file: Option<&Arc<File>>) -> bool {
+/// `is_mergeable_vma`: flags, file and anonymous name agree.
+fn mergeable_vma(
+    tgt: &Vma,
+    flags: VmFlags,
+    file: Option<&Arc<File>>,
+    name: Option<&Arc<str>>,
+) -> bool {
     tgt.flags().merge_key() == flags.merge_key()
         && same_file(tgt.file(), file)
         && !special(tgt.flags())
+        && tgt.anon_name() == name.map(|n| &**n)
 }
 
 /// `is_mergeable_anon_vma`: `src` is the anon_vma the merged range brings,
@@ -83,11 +89,22 @@ impl State {
     /// `just_expand` only the left neighbour is considered (`brk`).
     /// Returns the VMA that now covers the range.
     pub(crate) fn merge_new(&mut self, p: &Proposal<'_>, just_expand: bool) -> Option<Arc<Vma>> {
+        self.merge_new_named(p, None, just_expand)
+    }
+
+    /// [`merge_new`](Self::merge_new) for a range that brings the
+    /// anonymous name `name` (an `mremap` of a named VMA).
+    pub(crate) fn merge_new_named(
+        &mut self,
+        p: &Proposal<'_>,
+        name: Option<&Arc<str>>,
+        just_expand: bool,
+    ) -> Option<Arc<Vma>> {
         if special(p.flags) {
             return None;
         }
         let prev = self.ending_at(p.start).filter(|prev| {
-            mergeable_vma(prev, p.flags, p.file)
+            mergeable_vma(prev, p.flags, p.file, name)
                 && mergeable_anon(prev.anon(), p.anon.as_ref(), false)
                 && prev.pgoff() + pages(prev.start(), prev.end()) == p.pgoff
         });
@@ -95,7 +112,7 @@ impl State {
             None
         } else {
             self.starting_at(p.end).filter(|next| {
-                mergeable_vma(next, p.flags, p.file)
+                mergeable_vma(next, p.flags, p.file, name)
                     && mergeable_anon(next.anon(), p.anon.as_ref(), false)
                     && next.pgoff() == p.pgoff + pages(p.start, p.end)
                     && prev.as_ref().is_none_or(|prev| anon_compatible(prev, next))
@@ -114,21 +131,23 @@ impl State {
             .or_else(|| p.anon.clone());
         let old: Vec<Arc<Vma>> = prev.into_iter().chain(next).collect();
         let flags = p.flags | sticky(&old);
-        let merged = Vma::new(start, end, flags, pgoff, p.file.cloned(), anon);
+        let merged = Vma::new(start, end, flags, pgoff, p.file.cloned(), anon).named(name.cloned());
         self.commit(&old, vec![merged]).pop()
     }
 
     /// `vma_merge_existing_range`: after giving `[start, end)` of `middle`
-    /// the flags `flags`, merge that part with `prev` (the VMA before it)
-    /// and/or the VMA after `middle`. Only a range touching one of
-    /// `middle`'s ends can merge. Returns the VMA now covering the range.
-    pub(crate) fn merge_existing(
+    /// the flags `flags` and the anonymous name `name`, merge that part
+    /// with `prev` (the VMA before it) and/or the VMA after `middle`. Only
+    /// a range touching one of `middle`'s ends can merge. Returns the VMA
+    /// now covering the range.
+    pub(crate) fn merge_existing_named(
         &mut self,
         middle: &Arc<Vma>,
         prev: Option<&Arc<Vma>>,
         start: u64,
         end: u64,
         flags: VmFlags,
+        name: Option<&Arc<str>>,
     ) -> Option<Arc<Vma>> {
         let left_side = start == middle.start();
         let right_side = end == middle.end();
@@ -142,13 +161,13 @@ impl State {
         let prev = prev.filter(|prev| {
             left_side
                 && prev.end() == start
-                && mergeable_vma(prev, flags, file)
+                && mergeable_vma(prev, flags, file, name)
                 && mergeable_anon(prev.anon(), anon, inherited)
                 && prev.pgoff() + pages(prev.start(), prev.end()) == pgoff
         });
         let next = if right_side {
             self.starting_at(middle.end()).filter(|next| {
-                mergeable_vma(next, flags, file)
+                mergeable_vma(next, flags, file, name)
                     && mergeable_anon(next.anon(), anon, inherited)
                     && next.pgoff() == pgoff + pages(start, end)
                     && prev.is_none_or(|prev| anon_compatible(prev, next))
@@ -173,7 +192,8 @@ impl State {
                     prev.pgoff(),
                     file.cloned(),
                     a,
-                );
+                )
+                .named(name.cloned());
                 (vec![Arc::clone(prev), Arc::clone(middle), next], vec![v], 0)
             }
             (Some(prev), None) => {
@@ -184,7 +204,8 @@ impl State {
                     prev.pgoff(),
                     file.cloned(),
                     pick_anon(prev),
-                );
+                )
+                .named(name.cloned());
                 let mut new = vec![v];
                 if !right_side {
                     new.push(middle.resized(end, middle.end()));
@@ -199,7 +220,8 @@ impl State {
                     pgoff,
                     file.cloned(),
                     pick_anon(&next),
-                );
+                )
+                .named(name.cloned());
                 let mut new = Vec::new();
                 if !left_side {
                     new.push(middle.resized(middle.start(), start));

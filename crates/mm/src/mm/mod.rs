@@ -3,8 +3,8 @@
 //!
 //! Each system call lives in its own file (`mmap.rs`, `mprotect.rs`,
 //! `mremap.rs`, `brk.rs`, `fault.rs`, `lifecycle.rs`, `madvise.rs`,
-//! `mlock.rs`); free-area search is
-//! in `area.rs` and the merge rules in `merge.rs`. All of them edit the
+//! `mlock.rs`, `mseal.rs`, `vma_name.rs`, `pkey.rs`, `uffd.rs`); free-area
+//! search is in `area.rs` and the merge rules in `merge.rs`. All of them edit the
 //! VMA index through [`State::commit`], which write-locks the VMAs being
 //! replaced before publishing their replacements.
 
@@ -33,12 +33,17 @@ pub mod mlock;
 mod mmap;
 mod mprotect;
 mod mremap;
+mod mseal;
+mod pkey;
 #[cfg(test)]
 mod tests;
+mod uffd;
+mod vma_name;
 
 pub use fault::{Access, FaultError, FaultPath};
 pub use lifecycle::{Image, Segment};
 pub use madvise::Advice;
+pub(crate) use vma_name::ANON_NAME_MAX;
 
 /// An address space: VMAs in an index, an `mmap_lock`, and the heap and
 /// stack bookkeeping `brk` and `/proc/<pid>/maps` need.
@@ -85,9 +90,13 @@ pub(crate) struct State {
     /// The design choices: the anon_vma lock and rule, the policy of the
     /// shmem files `mmap` makes, what `fork` and `exec` inherit.
     pub(crate) policy: Arc<Policy>,
-    /// The execute-only protection key, once allocated
-    /// (`mm->context.execute_only_pkey`).
-    pub(crate) exec_only_pkey: Option<u8>,
+    /// The protection keys handed out (`mm->context.pkey_allocation_map`,
+    /// see `pkey.rs`).
+    pub(crate) pkey_map: u16,
+    /// The execute-only protection key (`mm->context.execute_only_pkey`):
+    /// -1 until allocated; 0 on a CPU without protection keys, as x86
+    /// leaves it.
+    pub(crate) exec_only_pkey: i32,
     /// `mm->def_flags` as far as `mlockall(MCL_FUTURE)` sets it
     /// (`VM_LOCKED`, `VM_LOCKONFAULT`): added to every later mapping.
     pub(crate) def_flags: VmFlags,
@@ -110,6 +119,7 @@ impl Mm {
     /// assert_eq!(mm.layout().max_map_count, 1000);
     /// ```
     pub fn new(policy: &Arc<Policy>, layout: Layout) -> Mm {
+        let (pkey_map, exec_only_pkey) = pkey::initial(&layout);
         Mm::with_state(
             policy,
             layout,
@@ -120,7 +130,8 @@ impl Mm {
                 start_stack: 0,
                 max_map_count: 0,
                 policy: Arc::clone(policy),
-                exec_only_pkey: None,
+                pkey_map,
+                exec_only_pkey,
                 def_flags: VmFlags::empty(),
                 guards: madvise::Guards::default(),
             },
@@ -197,9 +208,27 @@ impl Mm {
                     flags |= VmFlags::MAYSHARE | VmFlags::SHARED;
                 }
             }
-            let special = matches!(m.name.as_deref(), Some(n) if n.starts_with('[')
+            // A named anonymous VMA shows `[anon:NAME]`; named shared
+            // anonymous memory `[anon_shmem:NAME]` (a shmem file).
+            let named = |prefix: &str| {
+                m.name
+                    .as_deref()
+                    .and_then(|n| n.strip_prefix(prefix))
+                    .and_then(|n| n.strip_suffix(']'))
+                    .map(Arc::<str>::from)
+            };
+            let shmem_name = named("[anon_shmem:");
+            let anon_name = named("[anon:").or_else(|| shmem_name.clone());
+            let path = if shmem_name.is_some() {
+                Some(crate::file::SHMEM_ZERO)
+            } else if anon_name.is_some() {
+                None
+            } else {
+                m.name.as_deref()
+            };
+            let special = matches!(path, Some(n) if n.starts_with('[')
                 && n != "[heap]" && n != "[stack]");
-            let file = match m.name.as_deref() {
+            let file = match path {
                 Some(n) if !n.starts_with('[') || special => {
                     let found = by_name.iter().find(|f| f.name() == n).cloned();
                     Some(found.unwrap_or_else(|| {
@@ -225,8 +254,11 @@ impl Mm {
             let anon = e
                 .has_anon_pages
                 .then(|| AnonLink::prepare(None, policy.lock, pages));
-            vmas.push(Arc::new(Vma::new(m.start, m.end, flags, pgoff, file, anon)));
+            vmas.push(Arc::new(
+                Vma::new(m.start, m.end, flags, pgoff, file, anon).named(anon_name),
+            ));
         }
+        let (pkey_map, exec_only_pkey) = pkey::initial(&layout);
         Ok(Mm::with_state(
             policy,
             layout,
@@ -237,7 +269,8 @@ impl Mm {
                 start_stack,
                 max_map_count: 0,
                 policy: Arc::clone(policy),
-                exec_only_pkey: None,
+                pkey_map,
+                exec_only_pkey,
                 def_flags: VmFlags::empty(),
                 guards: madvise::Guards::default(),
             },
@@ -371,16 +404,6 @@ impl std::fmt::Debug for Mm {
 }
 
 impl State {
-    /// `execute_only_pkey`: the key for `PROT_EXEC`-only mappings,
-    /// allocated (the lowest free key, 1) on first use; `None` without
-    /// protection keys.
-    pub(crate) fn execute_only_pkey(&mut self, layout: &Layout) -> Option<u8> {
-        if !layout.exec_only_pkey {
-            return None;
-        }
-        Some(*self.exec_only_pkey.get_or_insert(1))
-    }
-
     pub(crate) fn vmas(&self) -> Vec<Arc<Vma>> {
         let mut out = Vec::with_capacity(self.index.len());
         self.index.for_each(&mut |v| out.push(Arc::clone(v)));
@@ -432,6 +455,7 @@ impl State {
         if first.start() < start && end < first.end() && self.index.len() >= layout.max_map_count {
             return Err(Errno::ENOMEM);
         }
+        self.unmap_check_sealed(&old, start)?;
         self.guards.remove(start, end);
         let mut keep = Vec::new();
         if first.start() < start {
@@ -454,7 +478,11 @@ impl State {
                 v.pgoff() << crate::PAGE_SHIFT,
                 "00:00".to_string(),
                 f.id(),
-                Some(f.name().to_string()),
+                // A named shared anonymous mapping shows its name.
+                Some(match v.anon_name() {
+                    Some(n) if f.is_shmem_zero() => format!("[anon_shmem:{n}]"),
+                    _ => f.name().to_string(),
+                }),
             ),
             None => {
                 // vma_is_initial_heap / vma_is_initial_stack: the heap is
@@ -464,7 +492,7 @@ impl State {
                 } else if v.start() <= self.start_stack && v.end() >= self.start_stack {
                     Some("[stack]".to_string())
                 } else {
-                    None
+                    v.anon_name().map(|n| format!("[anon:{n}]"))
                 };
                 (0, "00:00".to_string(), 0, name)
             }

@@ -14,9 +14,11 @@ impl Mm {
     /// `EINVAL` for an unaligned address, unknown protection bits or both
     /// `PROT_GROWSDOWN` and `PROT_GROWSUP`; `ENOMEM` when the range is not
     /// fully mapped; `EACCES` when a VMA may not get the protection (a
-    /// shared mapping of a file opened read-only made writable). As in
-    /// Linux, VMAs are changed in address order and a hole or a refused VMA
-    /// stops the walk: the VMAs before it keep their new protection.
+    /// shared mapping of a file opened read-only made writable); `EPERM`
+    /// for a VMA sealed by [`mseal`](Mm::mseal), even when its protection
+    /// would not change. As in Linux, VMAs are changed in address order
+    /// and a hole or a refused VMA stops the walk: the VMAs before it keep
+    /// their new protection.
     ///
     /// ```
     /// use mm::{Errno, MapFlags, Mm, Prot};
@@ -28,6 +30,19 @@ impl Mm {
     /// assert_eq!(mm.mprotect(a + 2 * 4096, 4096, Prot::READ), Err(Errno::ENOMEM));
     /// ```
     pub fn mprotect(&self, addr: u64, len: u64, prot: Prot) -> Result<(), Errno> {
+        self.do_mprotect_pkey(addr, len, prot, -1)
+    }
+
+    /// `do_mprotect_pkey`: `mprotect`, and with `pkey` other than -1
+    /// `pkey_mprotect`, whose key must be allocated (`EINVAL`, checked
+    /// after the arguments and before the range).
+    pub(crate) fn do_mprotect_pkey(
+        &self,
+        addr: u64,
+        len: u64,
+        prot: Prot,
+        pkey: i32,
+    ) -> Result<(), Errno> {
         let grows = prot & (Prot::GROWSDOWN | Prot::GROWSUP);
         let prot = prot - (Prot::GROWSDOWN | Prot::GROWSUP);
         if grows == Prot::GROWSDOWN | Prot::GROWSUP {
@@ -46,7 +61,10 @@ impl Mm {
             return Err(Errno::EINVAL);
         }
         let mut st = self.state.write();
-        st.mprotect(&self.layout, addr, end, prot, grows)
+        if pkey != -1 && !st.pkey_is_allocated(&self.layout, pkey) {
+            return Err(Errno::EINVAL);
+        }
+        st.mprotect(&self.layout, addr, end, prot, grows, pkey)
     }
 }
 
@@ -58,6 +76,7 @@ impl State {
         end: u64,
         prot: Prot,
         grows: Prot,
+        req_pkey: i32,
     ) -> Result<(), Errno> {
         let Some(first) = self.index.find_next(start).filter(|v| v.start() < end) else {
             return Err(Errno::ENOMEM);
@@ -88,16 +107,22 @@ impl State {
             if v.start() != tmp {
                 return Err(Errno::ENOMEM);
             }
-            // arch_override_mprotect_pkey: PROT_EXEC alone takes the
-            // execute-only key; leaving exec-only drops back to key 0.
+            // arch_override_mprotect_pkey: without protection keys every
+            // VMA gets key 0; a key asked for is taken as it is; else
+            // PROT_EXEC alone takes the execute-only key and leaving
+            // exec-only drops back to key 0.
             let old = v.flags();
-            let pkey = if prot.bits() == Prot::EXEC.bits() {
+            let pkey = if !layout.exec_only_pkey {
+                0
+            } else if req_pkey != -1 {
+                req_pkey as u8
+            } else if prot.bits() == Prot::EXEC.bits() {
                 match self.execute_only_pkey(layout) {
                     Some(k) if k > 0 => k,
                     _ => old.pkey(),
                 }
             } else if (old & VmFlags::ACCESS) == VmFlags::EXEC
-                && self.exec_only_pkey.is_some_and(|k| k == old.pkey())
+                && self.exec_only_pkey == i32::from(old.pkey())
             {
                 0
             } else {
@@ -137,6 +162,10 @@ impl State {
         newflags: &mut VmFlags,
     ) -> Result<Arc<Vma>, Errno> {
         let old = vma.flags();
+        // Sealed VMAs refuse before the no-change shortcut.
+        if old.contains(VmFlags::SEALED) {
+            return Err(Errno::EPERM);
+        }
         if *newflags == old {
             return Ok(Arc::clone(vma));
         }
@@ -174,7 +203,23 @@ impl State {
         end: u64,
         flags: VmFlags,
     ) -> Result<Arc<Vma>, Errno> {
-        if let Some(merged) = self.merge_existing(vma, prev, start, end, flags) {
+        let name = vma.name_arc();
+        self.modify_named(vma, prev, start, end, flags, name)
+    }
+
+    /// [`modify`](Self::modify) that also gives the range the anonymous
+    /// name `name` (`vma_modify_name`).
+    pub(crate) fn modify_named(
+        &mut self,
+        vma: &Arc<Vma>,
+        prev: Option<&Arc<Vma>>,
+        start: u64,
+        end: u64,
+        flags: VmFlags,
+        name: Option<Arc<str>>,
+    ) -> Result<Arc<Vma>, Errno> {
+        if let Some(merged) = self.merge_existing_named(vma, prev, start, end, flags, name.as_ref())
+        {
             return Ok(merged);
         }
         let mut cur = Arc::clone(vma);
@@ -185,13 +230,18 @@ impl State {
             cur = self.split(&cur, end, true)?;
         }
         Ok(self
-            .commit(&[Arc::clone(&cur)], vec![cur.with_flags(flags)])
+            .commit(&[Arc::clone(&cur)], vec![cur.with_flags(flags).named(name)])
             .remove(0))
     }
 
     /// `split_vma`: cut `vma` at `at`; returns the lower part if `keep_low`,
     /// else the upper part. `ENOMEM` at `max_map_count`.
-    fn split(&mut self, vma: &Arc<Vma>, at: u64, keep_low: bool) -> Result<Arc<Vma>, Errno> {
+    pub(crate) fn split(
+        &mut self,
+        vma: &Arc<Vma>,
+        at: u64,
+        keep_low: bool,
+    ) -> Result<Arc<Vma>, Errno> {
         if self.index.len() >= self.max_map_count {
             return Err(Errno::ENOMEM);
         }

@@ -22,8 +22,10 @@ impl Mm {
     /// `EINVAL` for bad flags, unaligned addresses, a zero or oversized new
     /// length, overlapping old and new ranges, or duplicating a private
     /// mapping (`old_len` 0); `EFAULT` when `old_addr` is unmapped or the
-    /// range to move runs past its VMA; `ENOMEM` when growth has nowhere to
-    /// go.
+    /// range to move runs past its VMA; `EPERM` when that VMA is sealed
+    /// ([`mseal`](Mm::mseal)) or an unmap on the way meets a sealed one;
+    /// `ENOMEM` when growth has nowhere to go. A moved VMA keeps its name
+    /// and loses its userfaultfd registration.
     ///
     /// ```
     /// use mm::{MapFlags, Mm, MremapFlags, Prot};
@@ -150,6 +152,9 @@ impl State {
         r: &Remap,
     ) -> Result<Arc<Vma>, Errno> {
         let vma = vma.ok_or(Errno::EFAULT)?;
+        if vma.flags().contains(VmFlags::SEALED) {
+            return Err(Errno::EPERM);
+        }
         if !r.will_map_new() {
             return Ok(vma);
         }
@@ -216,7 +221,9 @@ impl State {
                 pgoff: vma.pgoff_at(vma.end()),
                 anon: vma.anon().cloned(),
             };
-            self.merge_new(&p, false).ok_or(Errno::ENOMEM)?;
+            let name = vma.name_arc();
+            self.merge_new_named(&p, name.as_ref(), false)
+                .ok_or(Errno::ENOMEM)?;
             return Ok(r.addr);
         }
         if !r.flags.contains(MremapFlags::MAYMOVE) {
@@ -276,6 +283,11 @@ impl State {
                 flags: r.flags,
                 new_addr: target + offset,
             };
+            // vma_multi_allowed: a VMA registered with userfaultfd moves
+            // only alone.
+            if vma.flags().intersects(VmFlags::UFFD_MASK) && (seen || vma.end() < end) {
+                return Err(Errno::EFAULT);
+            }
             let vma = self.check_prep_vma(&mm.layout, Some(vma), &sub)?;
             let got = self.mremap_to(mm, vma, sub)?;
             if !seen {
@@ -343,7 +355,8 @@ impl State {
         // The page tables move, and their guard markers with them.
         self.guards
             .shift(r.addr, r.addr + r.old_len.min(r.new_len), new_addr);
-        if self.merge_new(&p, false).is_none() {
+        let name = vma.name_arc();
+        if self.merge_new_named(&p, name.as_ref(), false).is_none() {
             let v = Vma::new(
                 new_addr,
                 new_addr + r.new_len,
@@ -351,9 +364,11 @@ impl State {
                 pgoff,
                 vma.file().cloned(),
                 vma.anon().cloned(),
-            );
+            )
+            .named(name);
             self.commit(&[], vec![v]);
         }
+        self.uffd_drop_moved(new_addr);
         if r.flags.contains(MremapFlags::DONTUNMAP) {
             // dontunmap_complete: the old VMA (all of it) loses VM_LOCKED;
             // if it was moved whole it also forgets its anon_vma.

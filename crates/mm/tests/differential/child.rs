@@ -35,6 +35,121 @@ pub const OP_BRK: u64 = 5;
 /// A write fault at `a0`: `read(/dev/zero, a0, 1)`.
 pub const OP_FAULT: u64 = 6;
 
+/// `mseal(a0, a1, a2)`.
+pub const OP_MSEAL: u64 = 40;
+/// `prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, a0, a1, ANON_NAMES[a2])`
+/// (`a2 == NULL_NAME`: NULL).
+pub const OP_SET_VMA_NAME: u64 = 41;
+/// `pkey_alloc(a0, a1)`.
+pub const OP_PKEY_ALLOC: u64 = 42;
+/// `pkey_mprotect(a0, a1, a2, a3)`.
+pub const OP_PKEY_MPROTECT: u64 = 43;
+/// `pkey_free(a0)`.
+pub const OP_PKEY_FREE: u64 = 44;
+/// `UFFDIO_REGISTER` of `[a0, a0 + a1)` with mode `a2` on `UFFD_FD`.
+pub const OP_UFFD_REGISTER: u64 = 45;
+/// `UFFDIO_UNREGISTER` of `[a0, a0 + a1)` on `UFFD_FD`.
+pub const OP_UFFD_UNREGISTER: u64 = 46;
+/// The descriptor the child's userfaultfd is moved to.
+pub const UFFD_FD: i32 = 120;
+/// The names `OP_SET_VMA_NAME` can pass, NUL-terminated, by index: valid
+/// ones, an empty one, the longest valid one (79 bytes), one too long,
+/// and ones with refused characters.
+pub const ANON_NAMES: [&[u8]; 8] = [
+    b"a\0",
+    b"jit code\0",
+    b"\0",
+    b"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\0",
+    b"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\0",
+    b"x$y\0",
+    b"[heap]\0",
+    b"tab\there\0",
+];
+/// The index word of a NULL name.
+pub const NULL_NAME: u64 = u64::MAX;
+
+/// The record of the sealing, naming, protection-key and userfaultfd
+/// calls; a name must be one of `ANON_NAMES`.
+fn seal_record(call: &Call) -> [u64; CMD_WORDS] {
+    match call {
+        Call::Mseal(c) => [OP_MSEAL, c.addr, c.len, c.flags, 0, 0, 0],
+        Call::SetVmaAnonName(c) => {
+            let index = c.name.map_or(NULL_NAME, |n| {
+                let i = ANON_NAMES
+                    .iter()
+                    .position(|t| &t[..t.len() - 1] == n.as_bytes())
+                    .expect("generated names come from ANON_NAMES");
+                i as u64
+            });
+            [OP_SET_VMA_NAME, c.addr, c.len, index, 0, 0, 0]
+        }
+        Call::PkeyAlloc(c) => [OP_PKEY_ALLOC, c.flags, c.access_rights, 0, 0, 0, 0],
+        Call::PkeyMprotect(c) => {
+            let pkey = i64::from(c.pkey) as u64;
+            [OP_PKEY_MPROTECT, c.addr, c.len, c.prot, pkey, 0, 0]
+        }
+        Call::PkeyFree(c) => [OP_PKEY_FREE, i64::from(c.pkey) as u64, 0, 0, 0, 0, 0],
+        Call::UffdRegister(c) => [OP_UFFD_REGISTER, c.addr, c.len, c.mode, 0, 0, 0],
+        Call::UffdUnregister(c) => [OP_UFFD_UNREGISTER, c.addr, c.len, 0, 0, 0, 0],
+        _ => [0; CMD_WORDS],
+    }
+}
+
+/// Run a sealing, naming, protection-key or userfaultfd command.
+fn run_seal(cmd: &[u64; CMD_WORDS]) -> i64 {
+    let [op, a0, a1, a2, a3, _, _] = *cmd;
+    // SAFETY: (all arms) as for `run`: raw calls on ranges the parent
+    // chose; the structs the ioctls read and write live on the stack, the
+    // names in static memory.
+    unsafe {
+        match op {
+            OP_MSEAL => raw(libc::syscall(libc::SYS_mseal, a0, a1, a2)),
+            OP_SET_VMA_NAME => {
+                let name = match ANON_NAMES.get(a2 as usize) {
+                    Some(n) => n.as_ptr(),
+                    None => std::ptr::null(),
+                };
+                let (opt, sub) = (0x5356_4d41u64, 0u64); // PR_SET_VMA, _ANON_NAME
+                raw(libc::syscall(libc::SYS_prctl, opt, sub, a0, a1, name))
+            }
+            OP_PKEY_ALLOC => raw(libc::syscall(libc::SYS_pkey_alloc, a0, a1)),
+            OP_PKEY_MPROTECT => raw(libc::syscall(libc::SYS_pkey_mprotect, a0, a1, a2, a3)),
+            OP_PKEY_FREE => raw(libc::syscall(libc::SYS_pkey_free, a0)),
+            OP_UFFD_REGISTER => {
+                // struct uffdio_register: range, mode, ioctls (out).
+                let mut reg = [a0, a1, a2, 0u64];
+                raw(libc::ioctl(UFFD_FD, 0xc020_aa00, reg.as_mut_ptr()) as i64)
+            }
+            OP_UFFD_UNREGISTER => {
+                let mut range = [a0, a1];
+                raw(libc::ioctl(UFFD_FD, 0x8010_aa01, range.as_mut_ptr()) as i64)
+            }
+            _ => -i64::from(libc::ENOSYS),
+        }
+    }
+}
+
+/// Open the child's userfaultfd as `UFFD_FD`: user-mode faults only (so
+/// it needs no privilege and a system call touching a registered page
+/// gets `EFAULT` instead of waiting), `UFFD_API` with `SIGBUS`. A failure
+/// leaves `UFFD_FD` closed: registrations then fail with `EBADF`.
+fn open_uffd() {
+    // SAFETY: plain descriptor calls; the api struct lives on the stack.
+    unsafe {
+        let fd = libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | 1) as i32;
+        if fd < 0 {
+            return;
+        }
+        // UFFD_API (0xaa), UFFD_FEATURE_SIGBUS (0x80), ioctls (out).
+        let mut api = [0xaau64, 0x80, 0];
+        libc::ioctl(fd, 0xc018_aa3f, api.as_mut_ptr());
+        if fd != UFFD_FD {
+            libc::dup3(fd, UFFD_FD, libc::O_CLOEXEC);
+            libc::close(fd);
+        }
+    }
+}
+
 /// The command record that runs `call`.
 pub fn record(call: &Call) -> [u64; CMD_WORDS] {
     match call {
@@ -55,6 +170,13 @@ pub fn record(call: &Call) -> [u64; CMD_WORDS] {
         | Call::Munlock(_)
         | Call::Mlockall(_)
         | Call::Munlockall(_) => record_madvise_mlock(call),
+        Call::Mseal(_)
+        | Call::SetVmaAnonName(_)
+        | Call::PkeyAlloc(_)
+        | Call::PkeyMprotect(_)
+        | Call::PkeyFree(_)
+        | Call::UffdRegister(_)
+        | Call::UffdUnregister(_) => seal_record(call),
     }
 }
 
@@ -220,6 +342,7 @@ fn run(cmd: &[u64; CMD_WORDS], devzero: i32) -> i64 {
             // read's byte count.
             OP_FAULT => raw(libc::read(devzero, a0 as *mut libc::c_void, 1) as i64).min(0),
             OP_FORK | OP_EXEC => process_op(op),
+            OP_MSEAL..=OP_UFFD_UNREGISTER => run_seal(cmd),
             _ => run_madvise_mlock(cmd).unwrap_or(-i64::from(libc::ENOSYS)),
         }
     }
@@ -229,6 +352,7 @@ fn run(cmd: &[u64; CMD_WORDS], devzero: i32) -> i64 {
 pub fn main() -> ! {
     let setup = open_all();
     prepare_exec();
+    open_uffd();
     pretouch_stack();
     // SAFETY: brk(0) only reports the current break.
     let brk0 = unsafe { libc::syscall(libc::SYS_brk, 0u64) } as u64;
@@ -306,6 +430,11 @@ fn process_op(op: u64) -> i64 {
         return raw(-1);
     }
     if pid == 0 {
+        // The inherited userfaultfd still belongs to the old process's
+        // address space: registrations through it would change that one.
+        // A fresh context at the same number serves the new process (no
+        // mapping changes: descriptor calls and the stack only).
+        open_uffd();
         // SAFETY: getpid has no preconditions.
         return i64::from(unsafe { libc::getpid() });
     }

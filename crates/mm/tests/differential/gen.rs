@@ -9,9 +9,10 @@
 
 use std::sync::Arc;
 
-use mm::{Call, Mm, Vma, PAGE_SIZE};
+use mm::call::AnonName;
+use mm::{Call, Mm, VmFlags, Vma, PAGE_SIZE};
 
-use super::child::FILE_FD0;
+use super::child::{ANON_NAMES, FILE_FD0};
 
 const PAGE: u64 = PAGE_SIZE;
 const PMD: u64 = 2 << 20;
@@ -249,6 +250,11 @@ impl Gen {
     pub fn call(&mut self, mm: &Mm) -> Call {
         if self.rng.pct(15) {
             return self.madvise_mlock(mm);
+        }
+        if self.rng.pct(18) {
+            // 15 % of what is left: with the above, 30 % of calls are the
+            // calls of issue 14.
+            return self.seal_call(mm);
         }
         match self.rng.below(100) {
             0..=29 => self.mmap(mm),
@@ -506,7 +512,87 @@ impl Gen {
         } else {
             self.window_addr()
         };
-        Call::write_fault(addr)
+        Self::fault_or_unregister(mm, addr)
+    }
+
+    /// A write fault at `addr`, unless a VMA registered with userfaultfd
+    /// is there, or is a grows-down VMA above it that the fault would
+    /// extend: whether the kernel serves that fault depends on which of
+    /// its pages are present, which the model does not know; unregister
+    /// the VMA instead.
+    fn fault_or_unregister(mm: &Mm, addr: u64) -> Call {
+        match mm.find_vma(addr) {
+            Some(v)
+                if v.flags().intersects(VmFlags::UFFD_MASK)
+                    && (v.start() <= addr || v.flags().contains(VmFlags::GROWSDOWN)) =>
+            {
+                Call::uffd_unregister(v.start(), v.len())
+            }
+            _ => Call::write_fault(addr),
+        }
+    }
+
+    /// One of `mseal`, `prctl(PR_SET_VMA_ANON_NAME)`, `pkey_*` and
+    /// userfaultfd registration, on owned ranges or refused before they
+    /// change anything.
+    fn seal_call(&mut self, mm: &Mm) -> Call {
+        let (s, e) = self.owned_range(mm);
+        match self.rng.below(100) {
+            0..=14 => {
+                let (addr, len) = self.seal_spoilt(s, e);
+                let flags = if self.rng.pct(4) {
+                    self.rng.pick(&[1, 2, HIGH_BIT])
+                } else {
+                    0
+                };
+                Call::mseal(addr, len, flags)
+            }
+            15..=34 => {
+                let (addr, len) = self.seal_spoilt(s, e);
+                let name = if self.rng.pct(15) {
+                    None
+                } else {
+                    let i = self.rng.below(ANON_NAMES.len() as u64) as usize;
+                    let t = ANON_NAMES[i];
+                    Some(AnonName::new(&t[..t.len() - 1]))
+                };
+                Call::set_vma_anon_name(addr, len, name)
+            }
+            35..=44 => {
+                let flags = if self.rng.pct(10) { 1 } else { 0 };
+                let rights = self.rng.pick(&[0, 1, 2, 3, 3, 4, HIGH_BIT]);
+                Call::pkey_alloc(flags, rights)
+            }
+            45..=59 => {
+                let (addr, len) = self.seal_spoilt(s, e);
+                let pkey = self.rng.pick(&[-1, -1, -1, 0, 1, 15, 16, -2, i32::MIN]);
+                Call::pkey_mprotect(addr, len, self.prot(), pkey)
+            }
+            60..=64 => Call::pkey_free(self.rng.pick(&[-1, 0, 1, 2, 15, 16])),
+            65..=89 => {
+                let (addr, len) = self.seal_spoilt(s, e);
+                let mode = self.rng.pick(&[1, 1, 2, 3, 4, 5, 7, 0, 8, 1 | HIGH_BIT]);
+                Call::uffd_register(addr, len, mode)
+            }
+            _ => {
+                let (addr, len) = self.seal_spoilt(s, e);
+                Call::uffd_unregister(addr, len)
+            }
+        }
+    }
+
+    /// `[s, e)` as an address and a length, sometimes spoilt in ways the
+    /// calls refuse before looking at the map (or that reach only the
+    /// owned range): a length short of a page boundary, an unaligned
+    /// address, a zero length, or a length that wraps.
+    fn seal_spoilt(&mut self, s: u64, e: u64) -> (u64, u64) {
+        match self.rng.below(100) {
+            0..=89 => (s, e - s),
+            90..=93 => (s, e - s - self.rng.range(1, PAGE - 1)),
+            94..=96 => (s + self.rng.range(1, PAGE - 1), e - s),
+            97 => (s, 0),
+            _ => (s, self.rng.pick(&[!(PAGE - 1), u64::MAX])),
+        }
     }
 
     // --- madvise / mlock (issue 14) ---
@@ -515,6 +601,42 @@ impl Gen {
     /// `munlockall`, mostly on owned ranges lined up with VMAs (so that
     /// flags split and merge), with bad arguments now and then.
     fn madvise_mlock(&mut self, mm: &Mm) -> Call {
+        let call = self.madvise_mlock_call(mm);
+        // Faulting pages in where a userfaultfd is registered: whether the
+        // kernel's fault reaches the userfaultfd (and fails, as the
+        // child's context answers SIGBUS) depends on which pages are
+        // present, which the model does not know. As for write faults
+        // (see `seal_call`), unregister there instead.
+        let (s, e, populates) = match call {
+            Call::Mlock(c) => (c.addr, c.addr.saturating_add(c.len), true),
+            Call::Mlock2(c) => (
+                c.addr,
+                c.addr.saturating_add(c.len),
+                c.flags as u32 & MLOCK_ONFAULT as u32 == 0,
+            ),
+            Call::Mlockall(c) => (
+                0,
+                u64::MAX,
+                c.flags as u32 & (MCL_CURRENT | MCL_ONFAULT) as u32 == MCL_CURRENT as u32,
+            ),
+            // MADV_POPULATE_READ, MADV_POPULATE_WRITE
+            Call::Madvise(c) if matches!(c.advice, 22 | 23) => {
+                (c.addr, c.addr.saturating_add(c.len), true)
+            }
+            _ => (0, 0, false),
+        };
+        if populates {
+            let registered = mm.vmas().into_iter().find(|v| {
+                v.start() < e && s < v.end() && v.flags().intersects(mm::VmFlags::UFFD_MASK)
+            });
+            if let Some(v) = registered {
+                return Call::uffd_unregister(v.start(), v.len());
+            }
+        }
+        call
+    }
+
+    fn madvise_mlock_call(&mut self, mm: &Mm) -> Call {
         let (s, e) = self.owned_range(mm);
         match self.rng.below(100) {
             0..=64 => {
