@@ -8,6 +8,7 @@
 use std::fmt::{self, Write as _};
 use std::path::Path;
 
+use mm::call::AnonName;
 use mm::Call;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -164,6 +165,21 @@ pub struct Sysctl {
     /// `mmap_min_addr`). Defaults as for `exec_only_pkey`.
     #[serde(default = "yes")]
     pub cap_sys_rawio: bool,
+    /// The traced command held `CAP_IPC_LOCK` (it may lock memory past
+    /// `RLIMIT_MEMLOCK`). Traces made before this field was recorded
+    /// replay with no lock limit, as the model then had none.
+    #[serde(default = "yes")]
+    pub cap_ipc_lock: bool,
+    /// The traced command's `RLIMIT_MEMLOCK` soft limit in bytes, when
+    /// recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memlock_rlimit: Option<Hex>,
+    /// The kernel names anonymous VMAs (`CONFIG_ANON_VMA_NAME`: a
+    /// zero-length `prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME)` succeeds);
+    /// without it every such call fails with `EINVAL`. Older traces hold
+    /// no such call, so the default does not matter to them.
+    #[serde(default = "yes")]
+    pub anon_vma_name: bool,
 }
 
 fn yes() -> bool {
@@ -675,45 +691,67 @@ impl Event {
         Some(call)
     }
 
-    /// ISSUE 14 MERGE POINT: the calls the model is gaining, as the model
-    /// will take them. Every event listed here is recorded (version 2) but
-    /// has no [`Call`] yet, so a replay reports it as not modelled; once
-    /// `mm::Call` has the variant named beside an arm, that arm returns
-    /// it and [`Event::call`] (and so the replay) takes it up with no
-    /// other change. A [`Event::SetVmaAnonName`] whose name could not be
-    /// read, and a userfaultfd event whose structure could not be, stay
-    /// unmodelled even then: the model cannot know the caller's memory.
+    /// The calls of issue 14 as the model takes them. A
+    /// [`Event::SetVmaAnonName`] whose name could not be read, and a
+    /// userfaultfd event whose structure could not be, stay unmodelled:
+    /// the model cannot know the caller's memory.
     fn gained_call(&self) -> Option<Call> {
-        match self {
-            // Call::madvise(addr, len, advice)
-            Event::Madvise { .. } => None,
-            // Call::mlock(addr, len)
-            Event::Mlock { .. } => None,
-            // Call::mlock2(addr, len, flags)
-            Event::Mlock2 { .. } => None,
-            // Call::munlock(addr, len)
-            Event::Munlock { .. } => None,
-            // Call::mlockall(flags)
-            Event::Mlockall { .. } => None,
-            // Call::munlockall()
-            Event::Munlockall { .. } => None,
-            // Call::mseal(addr, len, flags)
-            Event::Mseal { .. } => None,
-            // Call::SetVmaAnonName { addr, len, name }, when name_ptr is 0
-            // (name None: clear) or name is Some
-            Event::SetVmaAnonName { .. } => None,
-            // Call::pkey_alloc(flags, access_rights)
-            Event::PkeyAlloc { .. } => None,
-            // Call::pkey_mprotect(addr, len, prot, pkey)
-            Event::PkeyMprotect { .. } => None,
-            // Call::pkey_free(pkey)
-            Event::PkeyFree { .. } => None,
-            // Call::UffdRegister { addr, len, mode }, unless unreadable
-            Event::UffdRegister { .. } => None,
-            // Call::UffdUnregister { addr, len }, unless unreadable
-            Event::UffdUnregister { .. } => None,
-            _ => None,
-        }
+        Some(match *self {
+            Event::Madvise {
+                addr, len, advice, ..
+            } => Call::madvise(addr.0, len.0, advice.0),
+            Event::Mlock { addr, len, .. } => Call::mlock(addr.0, len.0),
+            Event::Mlock2 {
+                addr, len, flags, ..
+            } => Call::mlock2(addr.0, len.0, flags.0),
+            Event::Munlock { addr, len, .. } => Call::munlock(addr.0, len.0),
+            Event::Mlockall { flags, .. } => Call::mlockall(flags.0),
+            Event::Munlockall { .. } => Call::munlockall(),
+            Event::Mseal {
+                addr, len, flags, ..
+            } => Call::mseal(addr.0, len.0, flags.0),
+            Event::SetVmaAnonName {
+                addr,
+                len,
+                name_ptr,
+                ref name,
+                ..
+            } => {
+                let name = match (name_ptr.0, name) {
+                    (0, _) => None,
+                    (_, Some(n)) => Some(AnonName::new(n.as_bytes())),
+                    (_, None) => return None,
+                };
+                Call::set_vma_anon_name(addr.0, len.0, name)
+            }
+            Event::PkeyAlloc {
+                flags,
+                access_rights,
+                ..
+            } => Call::pkey_alloc(flags.0, access_rights.0),
+            Event::PkeyMprotect {
+                addr,
+                len,
+                prot,
+                pkey,
+                ..
+            } => Call::pkey_mprotect(addr.0, len.0, prot.0, pkey),
+            Event::PkeyFree { pkey, .. } => Call::pkey_free(pkey),
+            Event::UffdRegister {
+                addr,
+                len,
+                mode,
+                unreadable: false,
+                ..
+            } => Call::uffd_register(addr.0, len.0, mode.0),
+            Event::UffdUnregister {
+                addr,
+                len,
+                unreadable: false,
+                ..
+            } => Call::uffd_unregister(addr.0, len.0),
+            _ => return None,
+        })
     }
 
     /// The kernel's result, for an event that records a system call.
@@ -781,16 +819,24 @@ impl Event {
         })
     }
 
-    /// A system call the model does not replay (yet): its name, as the
-    /// replay counts it, and the call as text with its raw arguments
-    /// (`madvise(0x7000, 0x1000, 0xe)`). `None` for calls the model
-    /// replays and for events that are not calls.
+    /// A system call the model does not replay: its name, as the replay
+    /// counts it, and the call as text with its raw arguments. `None` for
+    /// calls the model replays and for events that are not calls. What
+    /// stays unmodelled is a call the model has not got (recorded as
+    /// [`Event::Other`]) and one whose argument the recorder could not
+    /// read from the caller's memory.
     ///
     /// ```
     /// use vmtrace::format::{Event, Hex, Ret};
-    /// let ev = Event::Mlockall { space: 0, pid: 7, flags: Hex(1), ret: Ret(0) };
+    /// let ev = Event::SetVmaAnonName {
+    ///     space: 0, pid: 7, addr: Hex(0x7000), len: Hex(0x1000),
+    ///     name_ptr: Hex(0x5000), name: None, ret: Ret(-14),
+    /// };
     /// let (name, text) = ev.unmodelled().unwrap();
-    /// assert_eq!((name.as_str(), text.as_str()), ("mlockall", "mlockall(0x1)"));
+    /// assert_eq!(name, "prctl(PR_SET_VMA_ANON_NAME)");
+    /// assert_eq!(text, "prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, 0x7000, 0x1000, 0x5000)");
+    /// let mlockall = Event::Mlockall { space: 0, pid: 7, flags: Hex(1), ret: Ret(0) };
+    /// assert!(mlockall.unmodelled().is_none()); // replayed as mm::Call::mlockall
     /// ```
     pub fn unmodelled(&self) -> Option<(String, String)> {
         if self.call().is_some() {
@@ -1020,6 +1066,9 @@ mod tests {
                 thp: true,
                 exec_only_pkey: true,
                 cap_sys_rawio: true,
+                cap_ipc_lock: true,
+                memlock_rlimit: Some(Hex(8 << 20)),
+                anon_vma_name: false,
             },
             files: vec![FileInfo {
                 path: "/bin/true".into(),
@@ -1175,45 +1224,61 @@ mod tests {
     }
 
     #[test]
-    fn gained_events_round_trip_and_stay_unmodelled() {
+    fn gained_events_round_trip_and_replay_as_calls() {
         let events = gained_events();
-        let mut names = Vec::new();
         for ev in &events {
             let text = serde_json::to_string(ev).unwrap();
             assert_eq!(&serde_json::from_str::<Event>(&text).unwrap(), ev, "{text}");
             assert_eq!(ev.owner(), (0, 7));
             assert!(ev.ret().is_some());
-            // Until the model gains the call, it is not replayed but
-            // reported, with its arguments.
-            assert!(!ev.is_call(), "{text}");
-            let (name, call) = ev.unmodelled().unwrap();
-            names.push(name);
-            assert!(call.ends_with(')') && !call.contains('\n'), "{call}");
         }
-        names.dedup();
-        assert_eq!(names.len(), 13, "{names:?}");
         // Defaults that are left out of the text.
         let text = serde_json::to_string(&events[8]).unwrap();
         assert!(!text.contains("name\":"), "{text}");
         let text = serde_json::to_string(&events[12]).unwrap();
         assert!(!text.contains("unreadable"), "{text}");
-        // The text names the raw arguments.
+        // Every event whose arguments the trace holds is a call of the
+        // model, with the raw arguments.
+        let calls: Vec<String> = events
+            .iter()
+            .filter_map(|e| e.call().map(|(c, _)| c.to_string()))
+            .collect();
         assert_eq!(
-            events[0].unmodelled().unwrap().1,
-            "madvise(0x7000, 0x2000, 0xf)"
+            calls,
+            [
+                "madvise(0x7000, 8192, MADV_NOHUGEPAGE)",
+                "mlock(0x7000, 4096)",
+                "mlock2(0x7000, 4096, MLOCK_ONFAULT)",
+                "munlock(0x7000, 4096)",
+                "mlockall(MCL_CURRENT|MCL_FUTURE)",
+                "munlockall()",
+                "mseal(0x7000, 4096, 0)",
+                "prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, 0x7000, 4096, \"go heap \\\"x\\\"\")",
+                "prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, 0x7000, 4096, NULL)",
+                "pkey_alloc(0, PKEY_DISABLE_ACCESS)",
+                "pkey_mprotect(0x7000, 4096, PROT_READ, 1)",
+                "pkey_free(1)",
+                "ioctl(uffd, UFFDIO_REGISTER, {start=0x7000, len=4096, \
+                 mode=UFFDIO_REGISTER_MODE_MISSING})",
+            ]
         );
-        assert_eq!(
-            events[7].unmodelled().unwrap().1,
-            "prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, 0x7000, 0x1000, \"go heap \\\"x\\\"\")"
-        );
-        assert_eq!(
-            events[12].unmodelled().unwrap().1,
-            "ioctl(3, UFFDIO_REGISTER, {range={start=0x7000, len=0x1000}, mode=0x1})"
-        );
+        // What the model cannot know stays reported, with its arguments:
+        // a structure or a name the recorder could not read.
         assert_eq!(
             events[13].unmodelled().unwrap().1,
             "ioctl(3, UFFDIO_UNREGISTER, 0x10)"
         );
+        let unread_name = Event::SetVmaAnonName {
+            space: 0,
+            pid: 7,
+            addr: Hex(0x7000),
+            len: Hex(0x1000),
+            name_ptr: Hex(0x5000),
+            name: None,
+            ret: Ret(-14),
+        };
+        assert!(unread_name.call().is_none());
+        assert!(unread_name.unmodelled().is_some());
         // The replayed calls and the non-calls are not "unmodelled".
         let munmap = Event::Munmap {
             space: 0,
@@ -1223,6 +1288,7 @@ mod tests {
             ret: Ret(-22),
         };
         assert!(munmap.unmodelled().is_none());
+        assert!(events[0].unmodelled().is_none());
         let fork = Event::Fork {
             parent: 0,
             space: 1,

@@ -253,3 +253,23 @@ pub fn syscall_info(pid: Pid) -> io::Result<SyscallInfo> {
         _ => SyscallInfo::Other,
     })
 }
+
+/// The recorder's own `RLIMIT_MEMLOCK` soft limit, which the command it
+/// starts inherits (`None` if the call fails).
+pub fn memlock_rlimit() -> Option<u64> {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `rl` is a valid, writable rlimit for the call to fill.
+    (unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut rl) } == 0).then_some(rl.rlim_cur)
+}
+
+/// Whether the kernel names anonymous VMAs (`CONFIG_ANON_VMA_NAME`): a
+/// zero-length `prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME)` changes nothing
+/// and fails only on a kernel without names.
+pub fn kernel_names_anon_vmas() -> bool {
+    const PR_SET_VMA: libc::c_int = 0x5356_4d41;
+    // SAFETY: no pointer is passed: address, length and name are all 0.
+    unsafe { libc::prctl(PR_SET_VMA, 0, 0, 0, 0) == 0 }
+}

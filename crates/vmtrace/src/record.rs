@@ -282,6 +282,14 @@ fn stat_field(stat: &str, n: usize) -> Option<u64> {
 
 impl Recorder {
     fn new(command: &[String]) -> Result<Recorder, String> {
+        let cap_eff = read("/proc/self/status")
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("CapEff:"))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .unwrap_or(0);
+        let memlock_rlimit = ptrace::memlock_rlimit().map(Hex);
+        let anon_vma_name = ptrace::kernel_names_anon_vmas();
         let sysctl = Sysctl {
             mmap_min_addr: Hex(sysctl("mmap_min_addr")?),
             max_map_count: sysctl("max_map_count")?,
@@ -293,12 +301,10 @@ impl Recorder {
                 .split_whitespace()
                 .any(|f| f == "ospke"),
             // The traced command runs with this process's capabilities.
-            cap_sys_rawio: read("/proc/self/status")
-                .unwrap_or_default()
-                .lines()
-                .find_map(|l| l.strip_prefix("CapEff:"))
-                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-                .is_some_and(|caps| caps & (1 << 17) != 0),
+            cap_sys_rawio: cap_eff & (1 << 17) != 0,
+            cap_ipc_lock: cap_eff & (1 << 14) != 0,
+            memlock_rlimit,
+            anon_vma_name,
         };
         let kernel = read("/proc/sys/kernel/osrelease")
             .map(|s| s.trim().to_string())

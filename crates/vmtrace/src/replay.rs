@@ -174,6 +174,11 @@ pub fn replay(trace: &Trace, index: IndexKind, limits: &Limits) -> Result<Outcom
                 layout.dac_mmap_min_addr = trace.sysctl.mmap_min_addr.0;
                 layout.mmap_min_addr = layout.mmap_min_addr.max(trace.sysctl.mmap_min_addr.0);
                 layout.cap_sys_rawio = trace.sysctl.cap_sys_rawio;
+                layout.cap_ipc_lock = trace.sysctl.cap_ipc_lock;
+                if let Some(limit) = trace.sysctl.memlock_rlimit {
+                    layout.memlock_rlimit = limit.0;
+                }
+                layout.anon_vma_name = trace.sysctl.anon_vma_name;
                 layout.exec_only_pkey = trace.sysctl.exec_only_pkey;
                 layout.max_map_count = trace.sysctl.max_map_count as usize;
                 layout.bottom_up = trace.sysctl.legacy_va_layout;
