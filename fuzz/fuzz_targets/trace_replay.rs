@@ -43,12 +43,16 @@ use mm::IndexKind;
 use serde_json::{json, Value};
 use vmtrace::{Limits, Trace};
 
-const FIXTURES: [&str; 5] = [
+const FIXTURES: [&str; 8] = [
     include_str!("../../crates/vmtrace/tests/fixtures/ls.json"),
     include_str!("../../crates/vmtrace/tests/fixtures/sh-pipeline.json"),
     include_str!("../../crates/vmtrace/tests/fixtures/perl-threads.json"),
     include_str!("../../crates/vmtrace/tests/fixtures/anon-vma.json"),
     include_str!("../../crates/vmtrace/tests/fixtures/edge-cases.json"),
+    // Runtimes: JVM threads, madvise, pkey_alloc, PR_SET_VMA_ANON_NAME.
+    include_str!("../../crates/vmtrace/tests/fixtures/java-version.json"),
+    include_str!("../../crates/vmtrace/tests/fixtures/node-e.json"),
+    include_str!("../../crates/vmtrace/tests/fixtures/go-version.json"),
 ];
 
 const LIMITS: Limits = Limits {
