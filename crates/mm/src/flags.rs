@@ -16,6 +16,19 @@ pub(crate) fn page_align(x: u64) -> Option<u64> {
     x.checked_add(PAGE_SIZE - 1).map(|v| v & !(PAGE_SIZE - 1))
 }
 
+/// The end of `[addr, addr + len)` for the calls that take any length and
+/// round it up to whole pages (`madvise`, `mseal`, naming): `EINVAL` for
+/// an unaligned start or a range that wraps, `None` for an empty range
+/// (which those calls accept and leave alone).
+pub(crate) fn rounded_range(addr: u64, len: u64) -> Result<Option<u64>, crate::Errno> {
+    if addr % PAGE_SIZE != 0 {
+        return Err(crate::Errno::EINVAL);
+    }
+    let len = page_align(len).ok_or(crate::Errno::EINVAL)?;
+    let end = addr.checked_add(len).ok_or(crate::Errno::EINVAL)?;
+    Ok((end > addr).then_some(end))
+}
+
 /// Whether `x` is page-aligned.
 pub(crate) fn is_page_aligned(x: u64) -> bool {
     x & (PAGE_SIZE - 1) == 0

@@ -799,7 +799,8 @@ proptest! {
     /// and a refused call changes nothing, page for page (flags and names
     /// included), except where the kernel itself changes part of the
     /// range before failing: a walk that stops at a hole, a sealed or a
-    /// file VMA (`mprotect`, `pkey_mprotect`, naming), a split at
+    /// file VMA (`mprotect`, `pkey_mprotect`, naming, `madvise`, `mlock`),
+    /// a split at
     /// `max_map_count`, and the split an unmap makes at its start before
     /// it meets a sealed VMA (which changes no page).
     #[test]
@@ -815,6 +816,7 @@ proptest! {
         legacy.set_brk_base(heap);
         for op in &ops {
             let before = pages_of(&maple);
+            let vmas_before = maple.vmas();
             let r = apply_seal(&maple, op, heap);
             prop_assert_eq!(r, apply_seal(&legacy, op, heap), "indexes disagree on {:?}", op);
             maple.validate().map_err(TestCaseError::fail)?;
@@ -853,6 +855,21 @@ proptest! {
                         .map_err(TestCaseError::fail)?;
                     continue;
                 }
+                // madvise (also refused per VMA by a seal) and the mlock
+                // family keep what they changed before a hole or a
+                // refusing VMA, as in `refused_calls_change_nothing`.
+                // MADV_GUARD_INSTALL marks whole VMAs (`VM_MAYBE_GUARD`,
+                // no split): the VMAs it met may change.
+                SealOp::Base(Op::Madvise { page, pages, advice: 102 }) => {
+                    let (lo, hi) = range(page, pages);
+                    let met = vmas_before.iter().filter(|v| v.start() < hi && lo < v.end());
+                    met.fold((lo, hi), |(l, h), v| (l.min(v.start()), h.max(v.end())))
+                }
+                SealOp::Base(
+                    Op::Madvise { page, pages, .. }
+                    | Op::Mlock { page, pages, .. }
+                    | Op::Munlock { page, pages },
+                ) => range(page, pages),
                 SealOp::Base(Op::Brk { .. }) | SealOp::Base(Op::Fault { .. }) => continue,
                 _ => (0, 0),
             };

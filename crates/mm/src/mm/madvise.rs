@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::flags::{VmFlags, PAGE_SIZE, PMD_SIZE};
+use crate::flags::{rounded_range, VmFlags, PAGE_SIZE, PMD_SIZE};
 use crate::vma::Vma;
 use crate::Errno;
 
@@ -291,17 +291,12 @@ impl Mm {
     /// assert_eq!(mm.madvise(a, 8 * 4096, Advice::DONTNEED), Err(Errno::ENOMEM));
     /// ```
     pub fn madvise(&self, addr: u64, len: u64, advice: Advice) -> Result<(), Errno> {
-        if !advice.is_known() || addr % PAGE_SIZE != 0 {
+        if !advice.is_known() {
             return Err(Errno::EINVAL);
         }
-        let aligned = len.wrapping_add(PAGE_SIZE - 1) & !(PAGE_SIZE - 1);
-        if len != 0 && aligned == 0 {
-            return Err(Errno::EINVAL);
-        }
-        let end = addr.checked_add(aligned).ok_or(Errno::EINVAL)?;
-        if end == addr {
+        let Some(end) = rounded_range(addr, len)? else {
             return Ok(());
-        }
+        };
         let mut st = self.state.write();
         match advice {
             Advice::POPULATE_READ => st.madvise_populate(addr, end, false),
@@ -317,38 +312,13 @@ fn ksm_compatible(flags: VmFlags) -> bool {
 }
 
 impl State {
-    /// `madvise_walk_vmas`.
+    /// `madvise_walk_vmas`: the advice on each VMA in turn; a hole is
+    /// `ENOMEM` once the mapped parts took the advice.
     fn madvise_walk(&mut self, addr: u64, end: u64, advice: Advice) -> Result<(), Errno> {
-        let mut start = addr;
-        let mut unmapped = false;
-        let mut vma = self.index.find_next(start);
-        let mut prev = match &vma {
-            Some(v) if v.start() < start => Some(Arc::clone(v)),
-            Some(v) => self.ending_at(v.start()),
-            None => None,
-        };
-        loop {
-            let Some(v) = vma.take() else {
-                return Err(Errno::ENOMEM);
-            };
-            if start < v.start() {
-                unmapped = true;
-                start = v.start();
-                if start >= end {
-                    break;
-                }
-            }
-            let seg_end = v.end().min(end);
-            let done = self.madvise_vma(&v, prev.as_ref(), start, seg_end, advice)?;
-            let reached = seg_end.max(done.end());
-            if reached >= end {
-                break;
-            }
-            vma = self.index.find_next(reached);
-            prev = Some(done);
-            start = reached;
-        }
-        if unmapped {
+        let hole = self.walk_vmas(addr, end, |st, v, prev, s, e| {
+            st.madvise_vma(&v, prev, s, e, advice)
+        })?;
+        if hole {
             Err(Errno::ENOMEM)
         } else {
             Ok(())

@@ -192,6 +192,49 @@ impl State {
         Ok(done)
     }
 
+    /// The walk the flag-changing calls share (the kernel's
+    /// `madvise_walk_vmas` and its likes in mseal, userfaultfd and
+    /// naming): `f(state, vma, prev, start, end)` on each VMA's part of
+    /// `[start, end)` in address order, `prev` being the VMA before the
+    /// part (for merges); `f` returns the VMA that covers the part
+    /// afterwards, the next part's `prev`. Holes are skipped, and the walk
+    /// says whether it met one (the madvise-like calls fail with `ENOMEM`
+    /// after the walk). An error from `f` stops the walk, what it changed
+    /// before staying changed, as in the kernel.
+    pub(crate) fn walk_vmas(
+        &mut self,
+        start: u64,
+        end: u64,
+        mut f: impl FnMut(&mut State, Arc<Vma>, Option<&Arc<Vma>>, u64, u64) -> Result<Arc<Vma>, Errno>,
+    ) -> Result<bool, Errno> {
+        let mut pos = start;
+        let mut hole = false;
+        let mut prev: Option<Arc<Vma>> = None;
+        let mut first = true;
+        while pos < end {
+            let Some(v) = self.index.find_next(pos).filter(|v| v.start() < end) else {
+                return Ok(true);
+            };
+            if first {
+                prev = if v.start() < pos {
+                    Some(Arc::clone(&v))
+                } else {
+                    self.ending_at(v.start())
+                };
+                first = false;
+            }
+            if pos < v.start() {
+                hole = true;
+                pos = v.start();
+            }
+            let seg_end = v.end().min(end);
+            let done = f(self, v, prev.as_ref(), pos, seg_end)?;
+            pos = seg_end.max(done.end());
+            prev = Some(done);
+        }
+        Ok(hole)
+    }
+
     /// `vma_modify`: merge if the rules allow, else split off the parts of
     /// `vma` outside `[start, end)` and change the rest. `ENOMEM` when a
     /// split would exceed `max_map_count`.

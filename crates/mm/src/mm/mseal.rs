@@ -23,7 +23,7 @@
 
 use std::sync::Arc;
 
-use crate::flags::{VmFlags, PAGE_SIZE};
+use crate::flags::{rounded_range, VmFlags};
 use crate::vma::Vma;
 use crate::Errno;
 
@@ -54,20 +54,12 @@ impl Mm {
     /// assert_eq!(mm.mseal(a, 4096, 1), Err(Errno::EINVAL));
     /// ```
     pub fn mseal(&self, addr: u64, len: u64, flags: u64) -> Result<(), Errno> {
-        if flags != 0 || addr % PAGE_SIZE != 0 {
+        if flags != 0 {
             return Err(Errno::EINVAL);
         }
-        let aligned = len.wrapping_add(PAGE_SIZE - 1) & !(PAGE_SIZE - 1);
-        if len != 0 && aligned == 0 {
-            return Err(Errno::EINVAL);
-        }
-        let end = addr.wrapping_add(aligned);
-        if end < addr {
-            return Err(Errno::EINVAL);
-        }
-        if end == addr {
+        let Some(end) = rounded_range(addr, len)? else {
             return Ok(());
-        }
+        };
         let mut st = self.state.write();
         if st.has_gap(addr, end) {
             return Err(Errno::ENOMEM);
@@ -91,31 +83,13 @@ impl State {
 
     /// `mseal_apply`: set `VM_SEALED` on `[start, end)`, which is mapped.
     fn seal(&mut self, start: u64, end: u64) -> Result<(), Errno> {
-        let mut pos = start;
-        let mut prev: Option<Arc<Vma>> = None;
-        let mut first = true;
-        while pos < end {
-            let Some(v) = self.index.find_next(pos).filter(|v| v.start() < end) else {
-                break;
-            };
-            if first {
-                prev = if v.start() < pos {
-                    Some(Arc::clone(&v))
-                } else {
-                    self.ending_at(v.start())
-                };
-                first = false;
+        self.walk_vmas(start, end, |st, v, prev, s, e| {
+            if v.flags().contains(VmFlags::SEALED) {
+                return Ok(v);
             }
-            let seg_end = v.end().min(end);
-            let done = if v.flags().contains(VmFlags::SEALED) {
-                v
-            } else {
-                let flags = v.flags() | VmFlags::SEALED;
-                self.modify(&v, prev.as_ref(), pos.max(v.start()), seg_end, flags)?
-            };
-            pos = seg_end;
-            prev = Some(done);
-        }
+            let flags = v.flags() | VmFlags::SEALED;
+            st.modify(&v, prev, s, e, flags)
+        })?;
         Ok(())
     }
 

@@ -20,8 +20,6 @@
 //! opened read-only, probed) refuse with `EPERM`, which the model's shmem
 //! (shared anonymous memory, always `VM_MAYWRITE`) never meets.
 
-use std::sync::Arc;
-
 use crate::flags::{VmFlags, PAGE_SIZE};
 use crate::vma::Vma;
 use crate::Errno;
@@ -166,30 +164,10 @@ impl State {
         end: u64,
         change: impl Fn(VmFlags) -> Option<VmFlags>,
     ) -> Result<(), Errno> {
-        let mut pos = start;
-        let mut prev: Option<Arc<Vma>> = None;
-        let mut first = true;
-        while pos < end {
-            let Some(v) = self.index.find_next(pos).filter(|v| v.start() < end) else {
-                break;
-            };
-            if first {
-                prev = if v.start() < pos {
-                    Some(Arc::clone(&v))
-                } else {
-                    self.ending_at(v.start())
-                };
-                first = false;
-            }
-            let seg_start = pos.max(v.start());
-            let seg_end = v.end().min(end);
-            let done = match change(v.flags()) {
-                Some(flags) => self.modify(&v, prev.as_ref(), seg_start, seg_end, flags)?,
-                None => v,
-            };
-            pos = done.end();
-            prev = Some(done);
-        }
+        self.walk_vmas(start, end, |st, v, prev, s, e| match change(v.flags()) {
+            Some(flags) => st.modify(&v, prev, s, e, flags),
+            None => Ok(v),
+        })?;
         Ok(())
     }
 

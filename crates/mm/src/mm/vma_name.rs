@@ -3,8 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::flags::PAGE_SIZE;
-use crate::vma::Vma;
+use crate::flags::rounded_range;
 use crate::Errno;
 
 use super::{Mm, State};
@@ -62,20 +61,9 @@ impl Mm {
                 Some(Arc::from(String::from_utf8_lossy(bytes).as_ref()))
             }
         };
-        if addr % PAGE_SIZE != 0 {
-            return Err(Errno::EINVAL);
-        }
-        let aligned = len.wrapping_add(PAGE_SIZE - 1) & !(PAGE_SIZE - 1);
-        if len != 0 && aligned == 0 {
-            return Err(Errno::EINVAL);
-        }
-        let end = addr.wrapping_add(aligned);
-        if end < addr {
-            return Err(Errno::EINVAL);
-        }
-        if end == addr {
+        let Some(end) = rounded_range(addr, len)? else {
             return Ok(());
-        }
+        };
         self.state.write().set_anon_name(addr, end, name)
     }
 }
@@ -89,46 +77,17 @@ fn valid_name_byte(b: u8) -> bool {
 impl State {
     /// The `madvise_walk_vmas` of the naming call.
     fn set_anon_name(&mut self, start: u64, end: u64, name: Option<Arc<str>>) -> Result<(), Errno> {
-        let mut unmapped = false;
-        let mut pos = start;
-        let mut prev: Option<Arc<Vma>> = None;
-        let mut first = true;
-        loop {
-            let Some(v) = self.index.find_next(pos) else {
-                return Err(Errno::ENOMEM);
-            };
-            if first {
-                prev = if v.start() < pos {
-                    Some(Arc::clone(&v))
-                } else {
-                    self.ending_at(v.start())
-                };
-                first = false;
-            }
-            if pos < v.start() {
-                unmapped = true;
-                pos = v.start();
-                if pos >= end {
-                    break;
-                }
-            }
-            let seg_end = v.end().min(end);
+        let hole = self.walk_vmas(start, end, |st, v, prev, s, e| {
             if v.file().is_some_and(|f| !f.is_shmem_zero()) {
                 return Err(Errno::EBADF);
             }
-            let done = if v.anon_name() == name.as_deref() {
-                v
-            } else {
-                let flags = v.flags();
-                self.modify_named(&v, prev.as_ref(), pos, seg_end, flags, name.clone())?
-            };
-            pos = seg_end.max(done.end().min(end));
-            prev = Some(done);
-            if pos >= end {
-                break;
+            if v.anon_name() == name.as_deref() {
+                return Ok(v);
             }
-        }
-        if unmapped {
+            let flags = v.flags();
+            st.modify_named(&v, prev, s, e, flags, name.clone())
+        })?;
+        if hole {
             Err(Errno::ENOMEM)
         } else {
             Ok(())
