@@ -1,6 +1,7 @@
-//! Differential test: random sequences of mmap/munmap/mprotect/mremap/brk
-//! and write faults, with forks among them and sometimes an exec at the
-//! end, run both in the model and for real in a child process, compared
+//! Differential test: random sequences of mmap/munmap/mprotect/mremap/brk,
+//! write faults and (about 30 % of calls) madvise, the mlock family,
+//! mseal, VMA names, protection keys and userfaultfd registration, with
+//! forks among them and sometimes an exec at the end, run both in the model and for real in a child process, compared
 //! step by step: return value and errno, `/proc/<pid>/maps` against the
 //! model's line by line (start, end, permissions, shared/private, offset
 //! and file), and, line by line, the `VmFlags:` of `/proc/<pid>/smaps`
