@@ -19,6 +19,7 @@ use crate::flags::{rounded_range, VmFlags, PAGE_SIZE, PMD_SIZE};
 use crate::vma::Vma;
 use crate::Errno;
 
+use super::mprotect::Holes;
 use super::{Mm, State};
 
 /// An `madvise` advice: the kernel's `int behavior`, any value (an
@@ -315,7 +316,7 @@ impl State {
     /// `madvise_walk_vmas`: the advice on each VMA in turn; a hole is
     /// `ENOMEM` once the mapped parts took the advice.
     fn madvise_walk(&mut self, addr: u64, end: u64, advice: Advice) -> Result<(), Errno> {
-        let hole = self.walk_vmas(addr, end, |st, v, prev, s, e| {
+        let hole = self.walk_vmas(addr, end, Holes::Skip, |st, v, prev, s, e| {
             st.madvise_vma(&v, prev, s, e, advice)
         })?;
         if hole {

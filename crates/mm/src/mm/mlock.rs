@@ -12,6 +12,7 @@ use crate::flags::{VmFlags, PAGE_SHIFT, PAGE_SIZE};
 use crate::layout::Layout;
 use crate::Errno;
 
+use super::mprotect::Holes;
 use super::{Mm, State};
 
 /// `MLOCK_ONFAULT`: lock pages as they fault in, not now.
@@ -240,34 +241,10 @@ impl State {
         if end == start {
             return Ok(());
         }
-        let Some(first) = self.index.find(start) else {
-            return Err(Errno::ENOMEM);
-        };
-        let mut prev = if start > first.start() {
-            Some(std::sync::Arc::clone(&first))
-        } else {
-            self.ending_at(first.start())
-        };
-        let mut pos = start;
-        let mut tmp = first.start();
-        let mut vma = Some(first);
-        while let Some(v) = vma.take() {
-            if v.start() != tmp {
-                return Err(Errno::ENOMEM);
-            }
+        self.walk_vmas(start, end, Holes::Fail, |st, v, prev, s, e| {
             let newflags = (v.flags() - VmFlags::LOCKED_MASK) | flags;
-            let seg_end = v.end().min(end);
-            let done = self.mlock_fixup(&v, prev.as_ref(), pos, seg_end, newflags)?;
-            tmp = done.end().max(seg_end);
-            pos = tmp;
-            prev = Some(done);
-            if tmp < end {
-                vma = self.index.find_next(tmp).filter(|n| n.start() < end);
-            }
-        }
-        if tmp < end {
-            return Err(Errno::ENOMEM);
-        }
+            st.mlock_fixup(&v, prev, s, e, newflags)
+        })?;
         Ok(())
     }
 

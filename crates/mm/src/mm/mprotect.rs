@@ -68,6 +68,15 @@ impl Mm {
     }
 }
 
+/// What [`State::walk_vmas`] does at a hole in its range.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Holes {
+    /// Stop with `ENOMEM` (`mprotect`, `mlock`).
+    Fail,
+    /// Skip it, and say at the end that there was one (`madvise`).
+    Skip,
+}
+
 impl State {
     fn mprotect(
         &mut self,
@@ -95,18 +104,7 @@ impl State {
                 return Err(Errno::EINVAL);
             }
         }
-        let mut prev: Option<Arc<Vma>> = if start > first.start() {
-            Some(Arc::clone(&first))
-        } else {
-            self.ending_at(first.start())
-        };
-        let mut pos = start;
-        let mut tmp = first.start();
-        let mut vma = Some(first);
-        while let Some(v) = vma.take() {
-            if v.start() != tmp {
-                return Err(Errno::ENOMEM);
-            }
+        self.walk_vmas(start, end, Holes::Fail, |st, v, prev, s, e| {
             // arch_override_mprotect_pkey: without protection keys every
             // VMA gets key 0; a key asked for is taken as it is; else
             // PROT_EXEC alone takes the execute-only key and leaving
@@ -117,12 +115,12 @@ impl State {
             } else if req_pkey != -1 {
                 req_pkey as u8
             } else if prot.bits() == Prot::EXEC.bits() {
-                match self.execute_only_pkey(layout) {
+                match st.execute_only_pkey(layout) {
                     Some(k) if k > 0 => k,
                     _ => old.pkey(),
                 }
             } else if (old & VmFlags::ACCESS) == VmFlags::EXEC
-                && self.exec_only_pkey == i32::from(old.pkey())
+                && st.exec_only_pkey == i32::from(old.pkey())
             {
                 0
             } else {
@@ -136,18 +134,8 @@ impl State {
             if !(newflags & VmFlags::ACCESS).difference(may).is_empty() {
                 return Err(Errno::EACCES);
             }
-            let seg_end = v.end().min(end);
-            let done = self.mprotect_fixup(&v, prev.as_ref(), pos, seg_end, &mut newflags)?;
-            tmp = done.end();
-            pos = tmp;
-            prev = Some(done);
-            if tmp < end {
-                vma = self.index.find_next(tmp).filter(|n| n.start() < end);
-            }
-        }
-        if tmp < end {
-            return Err(Errno::ENOMEM);
-        }
+            st.mprotect_fixup(&v, prev, s, e, &mut newflags)
+        })?;
         Ok(())
     }
 
@@ -193,18 +181,22 @@ impl State {
     }
 
     /// The walk the flag-changing calls share (the kernel's
-    /// `madvise_walk_vmas` and its likes in mseal, userfaultfd and
-    /// naming): `f(state, vma, prev, start, end)` on each VMA's part of
+    /// `madvise_walk_vmas`, `mprotect`'s and `apply_vma_lock_flags`'s
+    /// loops, and their likes in mseal, userfaultfd and naming):
+    /// `f(state, vma, prev, start, end)` on each VMA's part of
     /// `[start, end)` in address order, `prev` being the VMA before the
     /// part (for merges); `f` returns the VMA that covers the part
-    /// afterwards, the next part's `prev`. Holes are skipped, and the walk
-    /// says whether it met one (the madvise-like calls fail with `ENOMEM`
-    /// after the walk). An error from `f` stops the walk, what it changed
-    /// before staying changed, as in the kernel.
+    /// afterwards, the next part's `prev`. At a hole the walk either
+    /// stops with `ENOMEM` ([`Holes::Fail`], as `mprotect` and `mlock`
+    /// do) or skips it and says at the end that it met one
+    /// ([`Holes::Skip`]: the madvise-like calls then fail with `ENOMEM`).
+    /// An error from `f` stops the walk, what it changed before staying
+    /// changed, as in the kernel.
     pub(crate) fn walk_vmas(
         &mut self,
         start: u64,
         end: u64,
+        holes: Holes,
         mut f: impl FnMut(&mut State, Arc<Vma>, Option<&Arc<Vma>>, u64, u64) -> Result<Arc<Vma>, Errno>,
     ) -> Result<bool, Errno> {
         let mut pos = start;
@@ -213,7 +205,10 @@ impl State {
         let mut first = true;
         while pos < end {
             let Some(v) = self.index.find_next(pos).filter(|v| v.start() < end) else {
-                return Ok(true);
+                return match holes {
+                    Holes::Fail => Err(Errno::ENOMEM),
+                    Holes::Skip => Ok(true),
+                };
             };
             if first {
                 prev = if v.start() < pos {
@@ -224,6 +219,9 @@ impl State {
                 first = false;
             }
             if pos < v.start() {
+                if holes == Holes::Fail {
+                    return Err(Errno::ENOMEM);
+                }
                 hole = true;
                 pos = v.start();
             }

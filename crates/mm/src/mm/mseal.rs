@@ -27,6 +27,7 @@ use crate::flags::{rounded_range, VmFlags};
 use crate::vma::Vma;
 use crate::Errno;
 
+use super::mprotect::Holes;
 use super::{Mm, State};
 
 impl Mm {
@@ -83,7 +84,7 @@ impl State {
 
     /// `mseal_apply`: set `VM_SEALED` on `[start, end)`, which is mapped.
     fn seal(&mut self, start: u64, end: u64) -> Result<(), Errno> {
-        self.walk_vmas(start, end, |st, v, prev, s, e| {
+        self.walk_vmas(start, end, Holes::Skip, |st, v, prev, s, e| {
             if v.flags().contains(VmFlags::SEALED) {
                 return Ok(v);
             }

@@ -24,6 +24,7 @@ use crate::flags::{VmFlags, PAGE_SIZE};
 use crate::vma::Vma;
 use crate::Errno;
 
+use super::mprotect::Holes;
 use super::{Mm, State};
 
 /// `UFFDIO_REGISTER_MODE_MISSING`.
@@ -164,9 +165,11 @@ impl State {
         end: u64,
         change: impl Fn(VmFlags) -> Option<VmFlags>,
     ) -> Result<(), Errno> {
-        self.walk_vmas(start, end, |st, v, prev, s, e| match change(v.flags()) {
-            Some(flags) => st.modify(&v, prev, s, e, flags),
-            None => Ok(v),
+        self.walk_vmas(start, end, Holes::Skip, |st, v, prev, s, e| {
+            match change(v.flags()) {
+                Some(flags) => st.modify(&v, prev, s, e, flags),
+                None => Ok(v),
+            }
         })?;
         Ok(())
     }

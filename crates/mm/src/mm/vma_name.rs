@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::flags::rounded_range;
 use crate::Errno;
 
+use super::mprotect::Holes;
 use super::{Mm, State};
 
 /// Most bytes of a name, its terminating NUL included
@@ -77,7 +78,7 @@ fn valid_name_byte(b: u8) -> bool {
 impl State {
     /// The `madvise_walk_vmas` of the naming call.
     fn set_anon_name(&mut self, start: u64, end: u64, name: Option<Arc<str>>) -> Result<(), Errno> {
-        let hole = self.walk_vmas(start, end, |st, v, prev, s, e| {
+        let hole = self.walk_vmas(start, end, Holes::Skip, |st, v, prev, s, e| {
             if v.file().is_some_and(|f| !f.is_shmem_zero()) {
                 return Err(Errno::EBADF);
             }
