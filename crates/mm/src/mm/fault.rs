@@ -255,7 +255,12 @@ impl Mm {
 impl State {
     fn finish_fault(&self, vma: &Vma, addr: u64, access: Access) -> Result<FaultPath, FaultError> {
         // A guard marker fails the fault before anything is prepared.
-        if self.guards.first_in(addr, addr.saturating_add(1)).is_some() {
+        // Markers lie only in VMAs flagged VM_MAYBE_GUARD (installing sets
+        // it on the whole VMA and nothing clears it), so every other
+        // fault skips the lookup.
+        if vma.flags().contains(VmFlags::MAYBE_GUARD)
+            && self.guards.first_in(addr, addr.saturating_add(1)).is_some()
+        {
             return Err(FaultError::Segv);
         }
         match check(vma, addr, access) {
