@@ -31,12 +31,21 @@ impl Layout {
     }
 
     /// `mlock_future_ok`: whether `bytes` more of memory with `flags` may
-    /// be locked beside the `locked` pages already locked.
-    pub(crate) fn mlock_future_ok(&self, flags: VmFlags, locked: u64, bytes: u64) -> bool {
+    /// be locked beside the pages already locked, which `locked` counts.
+    ///
+    /// `locked` is called only when the answer depends on it: counting
+    /// walks every VMA, and the hot paths (every brk, mmap and mremap)
+    /// come here with `flags` that lock nothing.
+    pub(crate) fn mlock_future_ok(
+        &self,
+        flags: VmFlags,
+        locked: impl FnOnce() -> u64,
+        bytes: u64,
+    ) -> bool {
         if !flags.contains(VmFlags::LOCKED) || self.cap_ipc_lock {
             return true;
         }
-        let pages = (bytes >> PAGE_SHIFT).saturating_add(locked);
+        let pages = (bytes >> PAGE_SHIFT).saturating_add(locked());
         pages <= self.memlock_rlimit >> PAGE_SHIFT
     }
 }
