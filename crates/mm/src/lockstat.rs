@@ -172,22 +172,26 @@ pub fn thread_snapshot() -> LockStats {
     out
 }
 
+// Inlined into every lock path, with the first call's registration kept
+// out of line: counting is one thread-local access and a store.
+#[inline]
 fn with_shard(f: impl FnOnce(&Shard)) {
-    SHARD.with(|cell| {
-        let shard = cell.get_or_init(|| {
-            let s = Arc::new(Shard::default());
-            SHARDS
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(Arc::clone(&s));
-            s
-        });
-        f(shard)
-    })
+    SHARD.with(|cell| f(cell.get_or_init(register_shard)))
+}
+
+#[cold]
+fn register_shard() -> Arc<Shard> {
+    let s = Arc::new(Shard::default());
+    SHARDS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(Arc::clone(&s));
+    s
 }
 
 // Only the owning thread writes a shard, so a load and a store (not an
 // atomic read-modify-write) suffice and cost no more than a plain add.
+#[inline]
 fn bump(a: &AtomicU64, by: u64) {
     a.store(a.load(Ordering::Relaxed) + by, Ordering::Relaxed)
 }

@@ -253,14 +253,13 @@ impl Mm {
 }
 
 impl State {
+    #[inline]
     fn finish_fault(&self, vma: &Vma, addr: u64, access: Access) -> Result<FaultPath, FaultError> {
         // A guard marker fails the fault before anything is prepared.
         // Markers lie only in VMAs flagged VM_MAYBE_GUARD (installing sets
         // it on the whole VMA and nothing clears it), so every other
         // fault skips the lookup.
-        if vma.flags().contains(VmFlags::MAYBE_GUARD)
-            && self.guards.first_in(addr, addr.saturating_add(1)).is_some()
-        {
+        if vma.flags().contains(VmFlags::MAYBE_GUARD) && self.guarded(addr) {
             return Err(FaultError::Segv);
         }
         match check(vma, addr, access) {
@@ -274,6 +273,14 @@ impl State {
                 }
             }
         }
+    }
+
+    /// Whether a guard marker covers the page of `addr`: out of line, as
+    /// only VMAs that ever had a marker come here.
+    #[cold]
+    #[inline(never)]
+    fn guarded(&self, addr: u64) -> bool {
+        self.guards.first_in(addr, addr.saturating_add(1)).is_some()
     }
 
     /// `expand_downwards`: grow the grows-down `vma` to cover `addr`.
