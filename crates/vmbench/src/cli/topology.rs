@@ -81,3 +81,34 @@ fn json_line(encoded: serde_json::Result<String>, what: &str) -> Result<String, 
     line.push('\n');
     Ok(line)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--measure --out FILE` writes a description that `--machine FILE`
+    /// reads back as it was measured.
+    #[test]
+    fn a_measured_machine_is_written_for_machine_to_read() {
+        let dir = std::env::temp_dir().join(format!("vmbench-measure-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("host.json");
+        let args = TopologyArgs {
+            emulate: None,
+            measure: true,
+            out: Some(path.clone()),
+            json: true,
+        };
+        match measured(&args) {
+            Ok(line) => {
+                let printed: vmproject::Machine = serde_json::from_str(&line).unwrap();
+                let read = vmproject::Machine::parse(path.to_str().unwrap()).unwrap();
+                assert_eq!(read, printed);
+                assert_eq!(read.name, "host");
+            }
+            // A process allowed one CPU has nothing to measure between.
+            Err(e) => assert!(e.0.contains("may run on 1 CPU"), "{e}"),
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
