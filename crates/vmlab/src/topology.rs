@@ -370,8 +370,9 @@ impl Layout {
 
     /// The description from timed pairs and futex figures. A class with no
     /// pair takes the next-wider one's figure: `node_ns` is `ccx_ns` where
-    /// no node has two complexes, `ccx_ns` the same-node (or else overall)
-    /// median where no complex has two CPUs.
+    /// no node has two complexes, `ccx_ns` the same-node (or else remote)
+    /// median where no complex has two CPUs. Where the description makes
+    /// each node one complex, both are the median of all within-node pairs.
     fn machine(
         &self,
         pairs: &[PairLatency],
@@ -386,30 +387,23 @@ impl Layout {
                 .map(|p| p.ns)
                 .collect()
         };
-        let all: Vec<f64> = pairs.iter().map(|p| p.ns).collect();
-        let ccx = median(of(PairClass::SameComplex))
-            .or_else(|| median(of(PairClass::SameNode)))
-            .or_else(|| median(all))
-            .unwrap_or(0.0);
-        let node_ns = median(of(PairClass::SameNode)).unwrap_or(ccx);
-        // With one complex per node in the description, its pairs are
-        // within-node pairs of every kind.
-        let ccx_ns = if self.ccx_cpus == self.nodes.first().map_or(0, Vec::len) {
-            median(
-                pairs
-                    .iter()
-                    .filter(|p| p.class != PairClass::Remote)
-                    .map(|p| p.ns)
-                    .collect(),
-            )
-            .unwrap_or(ccx)
+        let per = self.nodes.first().map_or(0, Vec::len);
+        let (ccx_ns, node_ns) = if self.ccx_cpus == per {
+            // One complex per node in the description: every within-node
+            // pair is a same-complex pair of it.
+            let within = pairs
+                .iter()
+                .filter(|p| p.class != PairClass::Remote)
+                .map(|p| p.ns)
+                .collect();
+            let ns = median(within).or_else(|| median(of(PairClass::Remote)));
+            (ns.unwrap_or(0.0), ns.unwrap_or(0.0))
         } else {
-            ccx
-        };
-        let node_ns = if self.ccx_cpus == self.nodes.first().map_or(0, Vec::len) {
-            ccx_ns
-        } else {
-            node_ns
+            let ccx = median(of(PairClass::SameComplex))
+                .or_else(|| median(of(PairClass::SameNode)))
+                .or_else(|| median(of(PairClass::Remote)))
+                .unwrap_or(0.0);
+            (ccx, median(of(PairClass::SameNode)).unwrap_or(ccx))
         };
         let node = self.node_of();
         let n = self.nodes.len();
@@ -433,7 +427,7 @@ impl Layout {
         vmproject::Machine {
             name: "host".to_string(),
             nodes: n,
-            cpus_per_node: self.nodes.first().map_or(0, Vec::len),
+            cpus_per_node: per,
             ccx_cpus: self.ccx_cpus,
             ccx_ns,
             node_ns,
