@@ -11,12 +11,14 @@
 //! - [`machine`]: a machine described by its NUMA nodes, core complexes and
 //!   the cost of moving a cache line between two CPUs, and of a futex
 //!   sleep and wake-up;
-//! - `sim`: a deterministic discrete-event simulation of N CPUs running a
+//! - [`sim`]: a deterministic discrete-event simulation of N CPUs running a
 //!   profile on a machine, with every lock simulated by its algorithm and
 //!   every shared line owned by the CPU that last wrote it.
 
 pub mod machine;
 pub mod profile;
+pub mod sim;
 
 pub use machine::{Machine, MachineError};
 pub use profile::{LockClass, LockKind, LockRef, Profile, Scope, Step};
+pub use sim::{simulate, Breakdown, ClassTime, Config, Projection, SimError};

@@ -1,0 +1,2089 @@
+//! A deterministic discrete-event simulation of N CPUs running a
+//! [`Profile`] on a [`Machine`].
+//!
+//! # What is simulated
+//!
+//! CPUs `0..N` of the machine each run the profile's operations in order,
+//! round and round, one simulated thread per CPU (nothing else runs on
+//! it). Each CPU starts at an operation chosen from the seed and after a
+//! start delay drawn from the seed (up to one mean operation), so CPUs are
+//! not in lockstep. A CPU that spins or sleeps does no work.
+//!
+//! Steps ([`Step`]):
+//!
+//! - [`Step::Run`] advances the CPU's time by its `ns`;
+//! - [`Step::Acquire`] / [`Step::Release`] run the lock instance's
+//!   algorithm (below) and touch its lock word;
+//! - [`Step::Lines`] costs the transfer of the protected data's lines when
+//!   another CPU wrote them last (below).
+//!
+//! Consecutive `Run` and `Lines` steps are folded into one event; every
+//! acquisition and release happens at its exact simulated time, in
+//! `(time, sequence)` order so that ties are broken the same way on every
+//! run.
+//!
+//! # Lock instances
+//!
+//! Every [`LockRef`](crate::LockRef) of the profile becomes instances by
+//! its [`Scope`]: [`Scope::Worker`] one per CPU (never contended, its word
+//! and data stay in that CPU's caches: no transfers), [`Scope::Shared`]
+//! one for all CPUs, [`Scope::Group`] one per
+//! [`Machine::group_of`](crate::Machine::group_of). The kind of the
+//! i_mmap and anon_vma locks ([`LockClass::IMmap`], [`LockClass::AnonVma`])
+//! is replaced by [`Config::lock`] when that is set; other classes keep
+//! their recorded kind.
+//!
+//! # Cache lines
+//!
+//! Each lock instance has two things in cache lines:
+//!
+//! - its **lock word**, one line with the CPU that wrote it last. Every
+//!   acquisition (readers too: a reader adds itself to the count) costs
+//!   [`Machine::transfer_ns`](crate::Machine::transfer_ns) from that CPU
+//!   and makes the acquirer its writer. A release costs the same from the
+//!   word's last writer; when the releaser wrote the word last but a CPU
+//!   is spinning on it (it holds a shared copy), the release costs one
+//!   transfer to that spinner instead (the invalidation of its copy).
+//!   Spinners' own reads are not charged to them (spinning is waiting
+//!   time anyway).
+//! - its **protected data**, treated as one group of lines with one last
+//!   writer and a set of CPUs that have read it since that write. A
+//!   `Lines { read, written }` step by CPU `c` costs, per line, one
+//!   transfer from the last writer when that is another CPU: `read` lines
+//!   are free if `c` has read the data since the last write (it still
+//!   holds a shared copy), `written` lines always cost it. When `c` is the
+//!   last writer, reads are free and each written line costs one transfer
+//!   to a CPU that read the data since (the invalidation), or nothing if
+//!   none did. A step with `written > 0` makes `c` the last writer and
+//!   empties the readers' set. Simplifications: all lines of one lock's
+//!   data move together (no per-line ownership, no partial overlap between
+//!   two critical sections' lines); the first touch of a line nobody wrote
+//!   yet is free; a line costs one transfer from its last writer whatever
+//!   the number of sharers.
+//!
+//! Transfer time spent while holding a lock (the acquisition's and
+//! release's word transfers, the data lines) lengthens the critical
+//! section: it is time inside the lock, reported as `held` and also as
+//! `transfers`.
+//!
+//! # Lock algorithms ([`LockKind`])
+//!
+//! Modelled by what they do, not by instruction counts.
+//!
+//! **Rwsem** (the kernel's rwsem):
+//!
+//! - Fast path: a writer takes a free lock (even with waiters queued: a
+//!   running writer may steal it); a reader takes it when there is no
+//!   writer and no waiter.
+//! - Optimistic spinning: a CPU that misses the fast path queues for the
+//!   one spinning slot (the MCS/OSQ queue: only the CPU at its head spins
+//!   on the lock word; the others spin on their own queue node, which
+//!   costs no transfers, and each takes its turn in FIFO order). The
+//!   spinner keeps spinning while a writer owns the lock and that owner is
+//!   running (in its critical section, not asleep or being woken); when
+//!   readers own it a writer spins at most [`READER_SPIN_NS`]; a reader
+//!   does not spin on readers (it found waiters queued, and does not
+//!   overtake them). A spinner takes the lock the moment it is released.
+//!   A spinner that cannot spin goes to sleep.
+//! - Sleeping: a FIFO wait queue. Going to sleep and being switched back
+//!   in cost [`Machine::sleep_ns`](crate::Machine::sleep_ns) of CPU time
+//!   and a wake-up takes [`Machine::wake_ns`](crate::Machine::wake_ns)
+//!   before the woken CPU runs: a woken CPU runs again `wake_ns +
+//!   sleep_ns` after the wake, all of it counted as sleeping.
+//! - Release, when the lock becomes free: if the waiter at the front has
+//!   waited [`HANDOFF_NS`] or more, the lock is handed to it (no
+//!   stealing: a spinner seeing a sleeping owner stops spinning).
+//!   Otherwise the spinner, if any, takes it. Otherwise the front waiter
+//!   is served: readers at the front are granted the lock together (a
+//!   batch of consecutive readers), a writer is woken and must compete
+//!   for the lock again when it runs (a running CPU may take it first; the
+//!   woken writer then sleeps again, keeping its place at the front).
+//!   Granted waiters own the lock while they are being woken.
+//! - When a CPU goes to sleep while the lock is free (every spinner gave
+//!   up), the front waiter is served at once, as the kernel does when it
+//!   finds the lock free while queueing.
+//!
+//! **Numa**: the rwsem whose queues prefer the lock's node. When the
+//! spinning slot passes on, the next spinner is the oldest queued spinner
+//! on the node of the CPU that just took the lock; when a waiter is
+//! served, the oldest waiter on the releasing CPU's node. At most
+//! [`MAX_LOCAL_HANDOFFS`] times in a row while a CPU of another node is
+//! queued (each queue counts its own run); then the oldest CPU of another
+//! node. Everything else is the rwsem's. (The lab's `numa` kind engages its
+//! per-node policy only after a few waiters have queued and grants the
+//! lock to writers it picks; the simulation prefers local CPUs always, in
+//! the spin queue as well as the wait queue, and wakes writers as the
+//! rwsem does: this is the NUMA-aware optimistic-spin queue the issue
+//! describes.)
+//!
+//! **Std** (the standard library's futex `RwLock`): a writer takes a free
+//! lock, a reader one with no writer holding it and no writer asleep. A
+//! CPU that misses spins for [`STD_SPIN_NS`] (every spinner on the word,
+//! no queue, no owner check), then sleeps on the futex (FIFO). A release
+//! that frees the lock gives it to the oldest spinner (and all spinning
+//! readers with it when that is a reader and no writer sleeps), then, if
+//! any CPU sleeps, wakes the oldest sleeping writer or else every sleeping
+//! reader. Woken CPUs leave the queue and compete again from the fast
+//! path (spinning, then sleeping at the back). No hand-off.
+//!
+//! **Vma** (a VMA's lock): a reader takes the lock when no writer holds
+//! it or waits for it; a writer when it is free. Nobody sleeps: a CPU
+//! that misses spins until the lock is released (all on the word). A
+//! release that frees the lock gives it to the oldest spinning writer, or
+//! when no writer spins, to every spinning reader.
+//!
+//! # Adaptive conversion
+//!
+//! When the profile has [`Profile::converts_to`], contended acquisitions
+//! (those that missed the fast path) of its [`Scope::Shared`]
+//! [`LockClass::IMmap`] locks are counted; once the count reaches
+//! [`Conversion::after`](crate::profile::Conversion::after), every CPU
+//! switches to the conversion's profile at its next operation boundary
+//! (at an operation chosen from the seed as at the start). The converted
+//! profile's locks are separate instances from the first profile's. A
+//! conversion's own `converts_to` is followed the same way.
+//! [`Projection::converted_at_ns`] says when the switch happened.
+//!
+//! # Measurement
+//!
+//! Each CPU warms up for `ops_per_cpu / 5` operations (rounded up), then
+//! is measured for [`Config::ops_per_cpu`] operations, from the
+//! completion of its last warm-up operation to the completion of its last
+//! measured one; the simulation runs until every CPU has finished its
+//! window (CPUs that finish early keep running, so contention does not
+//! drop). A CPU's rate is its measured operations over its window, and
+//! [`Projection::ops_per_sec`] is the sum of the CPUs' rates.
+//!
+//! A lock that lets running CPUs barge past sleeping ones (std) can starve
+//! a CPU for the whole run. So the simulation also stops once all CPUs
+//! together have completed [`STARVED`] times the operations a fair run
+//! needs; a CPU whose window is not finished then counts with the
+//! operations it completed in its window so far. A CPU that has not
+//! finished its warm-up by the time all CPUs together have completed
+//! twice the warm-up operations of a fair run starts its window then, so
+//! that a starved CPU's waiting shows in the breakdown.
+//!
+//! The breakdown adds up, over every CPU's window, where its time went:
+//! outside locks, and per lock class held (including transfers), spinning
+//! (including the spin queue) and sleeping (including the sleep and wake
+//! costs); it is given as shares of the total, which sum to 1. A `Run`
+//! while holding several locks is counted to the one taken last.
+//!
+//! Not modelled: preemption and other threads, the cost of the spin
+//! queue's own lines, cache capacity (lines never get evicted),
+//! interconnect bandwidth and queueing (a transfer costs the same however
+//! many are in flight), memory (not cache) latency, and the lines of
+//! anything but the profile's locks.
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, VecDeque};
+
+use serde::{Deserialize, Serialize};
+
+use crate::machine::{Machine, MachineError};
+use crate::profile::{LockClass, LockKind, Profile, ProfileError, Scope, Step};
+
+/// How long a writer spins on the lock word while readers own an rwsem
+/// before it sleeps: the kernel's reader-owned spin threshold
+/// (`rwsem_rspin_threshold`) is 10 µs plus 0.5 µs per reader, at most
+/// 25 µs; the simulation takes its floor.
+pub const READER_SPIN_NS: f64 = 10_000.0;
+
+/// How long a queued rwsem waiter waits before the lock is handed to it,
+/// with no stealing: the kernel's `RWSEM_WAIT_TIMEOUT` (4 ms at
+/// `HZ=1000`), also the lab's.
+pub const HANDOFF_NS: f64 = 4_000_000.0;
+
+/// How long the standard library's lock spins before it sleeps on the
+/// futex: it spins 100 times, each a `pause` (spin-loop hint) and a load,
+/// taken here as 20 ns each (a `pause` takes about 10 to 40 ns depending
+/// on the core).
+pub const STD_SPIN_NS: f64 = 100.0 * 20.0;
+
+/// At most this many hand-offs in a row stay on one node while a CPU on
+/// another node is queued, in the `numa` kind's spin and wait queues: the
+/// lab's `mm::lock::MAX_LOCAL_HANDOFFS`.
+pub const MAX_LOCAL_HANDOFFS: u32 = 64;
+
+/// The simulation stops once the CPUs together have completed this many
+/// times the operations a fair run needs (warm-up and window of every
+/// CPU), even if a lock starved some CPU of its window: see the module
+/// docs, *Measurement*.
+pub const STARVED: usize = 8;
+
+/// A CPU that has not finished its warm-up when all CPUs together have
+/// completed this many times the warm-up operations of a fair run is
+/// measured from then on (a starved CPU must show in the breakdown).
+const LATE: usize = 2;
+
+/// What to simulate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Config {
+    /// CPUs running the workload: CPUs `0..cpus` of the machine.
+    pub cpus: usize,
+    /// The kind the i_mmap and anon_vma locks run, instead of the
+    /// profile's (`None`: as recorded).
+    pub lock: Option<LockKind>,
+    /// Seed of the CPUs' start operations and delays.
+    pub seed: u64,
+    /// Operations each CPU is measured for (after a warm-up of a fifth as
+    /// many).
+    pub ops_per_cpu: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            cpus: 1,
+            lock: None,
+            seed: 1,
+            ops_per_cpu: 200,
+        }
+    }
+}
+
+/// Where one lock class's share of CPU time went.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ClassTime {
+    /// The class.
+    pub class: LockClass,
+    /// In critical sections, transfers included.
+    pub held: f64,
+    /// Spinning for the lock (on its word or in its spin queue).
+    pub spinning: f64,
+    /// Asleep waiting for it, including the CPU cost of sleeping and the
+    /// wake-up latency.
+    pub sleeping: f64,
+    /// The part of `held` that was cache-line transfers (lock word and
+    /// protected data).
+    pub transfers: f64,
+}
+
+/// Where CPU time went, as shares of all measured CPU time: `outside`
+/// plus every class's `held`, `spinning` and `sleeping` sum to 1.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Breakdown {
+    /// Running while holding no lock.
+    pub outside: f64,
+    /// Every class, in [`LockClass::ALL`] order (zeros for classes the
+    /// profile does not take).
+    pub classes: Vec<ClassTime>,
+}
+
+impl Breakdown {
+    /// The share of class `class`.
+    pub fn class(&self, class: LockClass) -> ClassTime {
+        self.classes
+            .iter()
+            .copied()
+            .find(|c| c.class == class)
+            .unwrap_or(ClassTime {
+                class,
+                held: 0.0,
+                spinning: 0.0,
+                sleeping: 0.0,
+                transfers: 0.0,
+            })
+    }
+
+    /// The sum of the shares (1, up to rounding).
+    pub fn total(&self) -> f64 {
+        self.outside
+            + self
+                .classes
+                .iter()
+                .map(|c| c.held + c.spinning + c.sleeping)
+                .sum::<f64>()
+    }
+
+    /// All transfer time, over every class.
+    pub fn transfers(&self) -> f64 {
+        self.classes.iter().map(|c| c.transfers).sum()
+    }
+}
+
+/// The result of one simulation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Projection {
+    /// CPUs simulated.
+    pub cpus: usize,
+    /// Operations per second, all CPUs together, in simulated time.
+    pub ops_per_sec: f64,
+    /// Where the CPUs' time went.
+    pub breakdown: Breakdown,
+    /// When an adaptive profile converted (simulated nanoseconds from the
+    /// start), if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub converted_at_ns: Option<f64>,
+}
+
+/// Why a simulation could not run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SimError {
+    /// Zero CPUs, or more than the machine has.
+    #[error("{cpus} CPUs: machine {machine} has {max} (ask for 1 to {max})")]
+    Cpus {
+        /// CPUs asked for.
+        cpus: usize,
+        /// The machine's name.
+        machine: String,
+        /// Its CPUs.
+        max: usize,
+    },
+    /// `ops_per_cpu` is 0.
+    #[error("ops_per_cpu is 0: nothing to measure")]
+    NoOps,
+    /// The profile does not validate.
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+    /// The machine description cannot be simulated.
+    #[error(transparent)]
+    Machine(#[from] MachineError),
+    /// The operations take no simulated time, so there is no rate.
+    #[error("profile {workload}: its operations take no time on machine {machine}")]
+    NoTime {
+        /// The profile's workload.
+        workload: String,
+        /// The machine's name.
+        machine: String,
+    },
+    /// Every CPU waits for a lock that nobody will release: the profile
+    /// takes locks in orders that deadlock.
+    #[error("profile {workload}: deadlock at {at_ns} ns (locks taken in conflicting orders)")]
+    Deadlock {
+        /// The profile's workload.
+        workload: String,
+        /// Simulated time.
+        at_ns: f64,
+    },
+}
+
+/// Simulates `config.cpus` CPUs of `machine` running `profile`.
+pub fn simulate(
+    profile: &Profile,
+    machine: &Machine,
+    config: &Config,
+) -> Result<Projection, SimError> {
+    profile.validate()?;
+    check_machine(machine)?;
+    if config.cpus == 0 || config.cpus > machine.cpus() {
+        return Err(SimError::Cpus {
+            cpus: config.cpus,
+            machine: machine.name.clone(),
+            max: machine.cpus(),
+        });
+    }
+    if config.ops_per_cpu == 0 {
+        return Err(SimError::NoOps);
+    }
+    let mut sim = Sim::new(profile, machine, config);
+    sim.run()?;
+    sim.result(profile, machine)
+}
+
+/// What the simulation relies on in a machine description: at least one
+/// node and CPU, a square distance matrix, finite non-negative times.
+fn check_machine(m: &Machine) -> Result<(), MachineError> {
+    let bad = |why: String| {
+        Err(MachineError {
+            name: m.name.clone(),
+            why,
+        })
+    };
+    if m.nodes == 0 || m.cpus_per_node == 0 {
+        return bad(format!(
+            "{} nodes of {} CPUs: need at least one of each",
+            m.nodes, m.cpus_per_node
+        ));
+    }
+    if m.remote_ns.len() != m.nodes || m.remote_ns.iter().any(|r| r.len() != m.nodes) {
+        return bad(format!(
+            "the distance matrix is not {0}×{0} for {0} nodes",
+            m.nodes
+        ));
+    }
+    let times = [m.ccx_ns, m.node_ns, m.wake_ns, m.sleep_ns];
+    if times
+        .iter()
+        .chain(m.remote_ns.iter().flatten())
+        .any(|t| !t.is_finite() || *t < 0.0)
+    {
+        return bad("a latency is negative or not finite".to_string());
+    }
+    Ok(())
+}
+
+/// No CPU.
+const NONE: u32 = u32::MAX;
+
+/// splitmix64: a small, well-mixed generator; the simulation needs only a
+/// few draws per CPU.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[0, 1)`.
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// A CPU's next resumption. Each CPU has at most one that counts: `gen`
+/// must match the CPU's, so rescheduling a CPU cancels its older event.
+struct Event {
+    t: f64,
+    seq: u64,
+    cpu: u32,
+    gen: u32,
+}
+
+impl PartialEq for Event {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Event {}
+
+impl PartialOrd for Event {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Event {
+    /// Reversed, so that the max-heap pops the earliest (then first
+    /// scheduled) event.
+    fn cmp(&self, other: &Self) -> Ordering {
+        other
+            .t
+            .total_cmp(&self.t)
+            .then_with(|| other.seq.cmp(&self.seq))
+    }
+}
+
+/// What a CPU is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Running its steps (an event resumes it).
+    Run,
+    /// Releasing `inst`: the word's transfer is under way (an event
+    /// completes the release).
+    Release,
+    /// Spinning for `inst` (maybe with a timeout event).
+    Spin,
+    /// Asleep in `inst`'s wait queue (no event).
+    Sleep,
+    /// Woken (or granted `inst`, see `granted`), running again at its
+    /// event.
+    Wake,
+}
+
+struct Cpu {
+    state: State,
+    /// The lock instance it waits for or releases.
+    inst: u32,
+    /// Whether it wants `inst` exclusive.
+    write: bool,
+    /// Granted `inst` while asleep.
+    granted: bool,
+    /// In `inst`'s wait queue (an rwsem writer stays there while woken).
+    in_queue: bool,
+    /// When the current spin or sleep began.
+    since: f64,
+    /// When it first queued to sleep for `inst` (for the hand-off).
+    queued_at: f64,
+    /// When its spinning on a reader-owned rwsem ends.
+    rspin_until: f64,
+    gen: u32,
+    node: usize,
+    /// Profile stage (0, or later after conversions), operation, step.
+    stage: usize,
+    op: usize,
+    step: usize,
+    /// The offset its operations start at, from the seed.
+    offset: u64,
+    /// Instances held, in acquisition order.
+    held: Vec<u32>,
+    done: usize,
+    measuring: bool,
+    /// Operations done when its window began (`usize::MAX`: not yet).
+    base: usize,
+    win_start: f64,
+    win_end: f64,
+}
+
+impl Cpu {
+    fn running(&self) -> bool {
+        !matches!(self.state, State::Sleep | State::Wake)
+    }
+}
+
+/// CPUs queued by node (one queue for kinds that ignore nodes), with
+/// arrival numbers giving the order across queues.
+struct NodeQueue {
+    qs: Vec<VecDeque<(u64, u32)>>,
+    len: usize,
+    seq: u64,
+    /// Hand-offs in a row that stayed local while a remote CPU was queued.
+    run: u32,
+}
+
+impl NodeQueue {
+    fn new(queues: usize) -> Self {
+        NodeQueue {
+            qs: (0..queues).map(|_| VecDeque::new()).collect(),
+            len: 0,
+            seq: 0,
+            run: 0,
+        }
+    }
+
+    fn queue_of(&self, node: usize) -> usize {
+        if self.qs.len() == 1 {
+            0
+        } else {
+            node
+        }
+    }
+
+    fn push(&mut self, node: usize, cpu: u32) {
+        let q = self.queue_of(node);
+        self.qs[q].push_back((self.seq, cpu));
+        self.seq += 1;
+        self.len += 1;
+    }
+
+    /// The queue whose front arrived first, leaving out queue `skip`.
+    fn oldest(&self, skip: usize) -> Option<usize> {
+        let mut best: Option<(u64, usize)> = None;
+        for (i, q) in self.qs.iter().enumerate() {
+            if i == skip {
+                continue;
+            }
+            if let Some(&(s, _)) = q.front() {
+                if best.is_none_or(|(b, _)| s < b) {
+                    best = Some((s, i));
+                }
+            }
+        }
+        best.map(|(_, i)| i)
+    }
+
+    /// The queue to serve next: the oldest CPU, or with `local` the
+    /// oldest on `node` unless [`MAX_LOCAL_HANDOFFS`] in a row have stayed
+    /// local while a remote CPU waited. `commit` counts the choice.
+    fn pick(&mut self, node: usize, local: bool, commit: bool) -> Option<usize> {
+        if self.len == 0 {
+            return None;
+        }
+        if !local || self.qs.len() == 1 {
+            return self.oldest(usize::MAX);
+        }
+        let here = (!self.qs[node].is_empty()).then_some(node);
+        let remote = self.oldest(node);
+        let (q, run) = match (here, remote) {
+            (Some(l), Some(_)) if self.run < MAX_LOCAL_HANDOFFS => (l, self.run + 1),
+            (_, Some(r)) => (r, 0),
+            (Some(l), None) => (l, 0),
+            (None, None) => return None,
+        };
+        if commit {
+            self.run = run;
+        }
+        Some(q)
+    }
+
+    fn front(&self, q: usize) -> Option<u32> {
+        self.qs[q].front().map(|&(_, c)| c)
+    }
+
+    fn pop(&mut self, q: usize) -> Option<u32> {
+        let c = self.qs[q].pop_front().map(|(_, c)| c);
+        if c.is_some() {
+            self.len -= 1;
+        }
+        c
+    }
+
+    fn remove(&mut self, node: usize, cpu: u32) {
+        let q = self.queue_of(node);
+        if let Some(pos) = self.qs[q].iter().position(|&(_, c)| c == cpu) {
+            self.qs[q].remove(pos);
+            self.len -= 1;
+        }
+    }
+}
+
+struct Inst {
+    kind: LockKind,
+    class: usize,
+    stage: usize,
+    /// Its contended acquisitions count towards a conversion.
+    counts: bool,
+    /// One per CPU: its lines never move.
+    worker: bool,
+    writer: u32,
+    readers: u32,
+    /// The lock word's last writer.
+    word: u32,
+    /// The protected data's last writer.
+    data: u32,
+    /// Start of its readers-since-the-last-write bitset in `Sim::sharers`.
+    sharers: usize,
+    /// Rwsem kinds: the CPU spinning on the word.
+    spinner: u32,
+    /// Rwsem kinds: the spin queue behind it.
+    osq: NodeQueue,
+    /// Std and vma: every spinning CPU, in arrival order.
+    spin: VecDeque<u32>,
+    /// Writers among `spin`.
+    spin_writers: u32,
+    waiters: NodeQueue,
+    /// Writers asleep in `waiters` (std).
+    wait_writers: u32,
+}
+
+impl Inst {
+    fn free(&self) -> bool {
+        self.writer == NONE && self.readers == 0
+    }
+
+    fn rwsem(&self) -> bool {
+        matches!(self.kind, LockKind::Rwsem | LockKind::Numa)
+    }
+}
+
+/// Where a lock of a profile stage has its instances.
+#[derive(Clone, Copy)]
+struct Placement {
+    base: u32,
+    scope: Scope,
+}
+
+/// Time shares by class: held, spinning, sleeping, transfers.
+const HELD: usize = 0;
+const SPIN: usize = 1;
+const SLEEP: usize = 2;
+const XFER: usize = 3;
+
+fn class_index(c: LockClass) -> usize {
+    match c {
+        LockClass::MmapLock => 0,
+        LockClass::VmaLock => 1,
+        LockClass::IMmap => 2,
+        LockClass::AnonVma => 3,
+    }
+}
+
+struct Sim<'a> {
+    machine: &'a Machine,
+    /// The profile and the ones it converts to, in order.
+    profiles: Vec<&'a Profile>,
+    places: Vec<Vec<Placement>>,
+    group: Vec<u32>,
+    cpus: Vec<Cpu>,
+    insts: Vec<Inst>,
+    sharers: Vec<u64>,
+    words: usize,
+    heap: BinaryHeap<Event>,
+    seq: u64,
+    now: f64,
+    warmup: usize,
+    measure: usize,
+    finished: usize,
+    /// Operations completed, all CPUs together, and where the run stops
+    /// if a lock starves some CPU of its window.
+    ops: usize,
+    cap: usize,
+    stage: usize,
+    contended: u64,
+    converted_at: Option<f64>,
+    outside: f64,
+    classes: [[f64; 4]; 4],
+}
+
+impl<'a> Sim<'a> {
+    fn new(profile: &'a Profile, machine: &'a Machine, config: &Config) -> Self {
+        let n = config.cpus;
+        let mut profiles = vec![profile];
+        while let Some(c) = &profiles[profiles.len() - 1].converts_to {
+            profiles.push(&c.profile);
+        }
+        // Dense group numbers for the CPUs simulated.
+        let mut seen: Vec<u32> = vec![NONE; machine.cpus()];
+        let mut groups = 0u32;
+        let group: Vec<u32> = (0..n)
+            .map(|c| {
+                let g = machine.group_of(c);
+                if seen[g] == NONE {
+                    seen[g] = groups;
+                    groups += 1;
+                }
+                seen[g]
+            })
+            .collect();
+        let words = n.div_ceil(64);
+        let mut insts = Vec::new();
+        let mut places = Vec::new();
+        for (stage, p) in profiles.iter().enumerate() {
+            let mut pl = Vec::new();
+            for l in &p.locks {
+                let count = match l.scope {
+                    Scope::Worker => n,
+                    Scope::Shared => 1,
+                    Scope::Group => groups as usize,
+                };
+                pl.push(Placement {
+                    base: insts.len() as u32,
+                    scope: l.scope,
+                });
+                let kind = match (l.class, config.lock) {
+                    (LockClass::IMmap | LockClass::AnonVma, Some(k)) => k,
+                    _ => l.kind,
+                };
+                let queues = if kind == LockKind::Numa {
+                    machine.nodes
+                } else {
+                    1
+                };
+                for _ in 0..count {
+                    insts.push(Inst {
+                        kind,
+                        class: class_index(l.class),
+                        stage,
+                        counts: l.class == LockClass::IMmap
+                            && l.scope == Scope::Shared
+                            && stage + 1 < profiles.len(),
+                        worker: l.scope == Scope::Worker,
+                        writer: NONE,
+                        readers: 0,
+                        word: NONE,
+                        data: NONE,
+                        sharers: insts.len() * words,
+                        spinner: NONE,
+                        osq: NodeQueue::new(queues),
+                        spin: VecDeque::new(),
+                        spin_writers: 0,
+                        waiters: NodeQueue::new(queues),
+                        wait_writers: 0,
+                    });
+                }
+            }
+            places.push(pl);
+        }
+        let sharers = vec![0; insts.len() * words];
+        let mut rng = SplitMix(config.seed);
+        let mean = profile.mean_op_ns();
+        let mut sim = Sim {
+            machine,
+            profiles,
+            places,
+            group,
+            cpus: Vec::with_capacity(n),
+            insts,
+            sharers,
+            words,
+            heap: BinaryHeap::with_capacity(2 * n),
+            seq: 0,
+            now: 0.0,
+            warmup: config.ops_per_cpu.div_ceil(5),
+            measure: config.ops_per_cpu,
+            finished: 0,
+            ops: 0,
+            cap: STARVED * n * (config.ops_per_cpu + config.ops_per_cpu.div_ceil(5)),
+            stage: 0,
+            contended: 0,
+            converted_at: None,
+            outside: 0.0,
+            classes: [[0.0; 4]; 4],
+        };
+        let max_held = sim.profiles.iter().map(|p| p.locks.len()).max();
+        for c in 0..n {
+            let offset = rng.next();
+            let start = rng.unit() * mean;
+            sim.cpus.push(Cpu {
+                state: State::Run,
+                inst: NONE,
+                write: false,
+                granted: false,
+                in_queue: false,
+                since: 0.0,
+                queued_at: 0.0,
+                rspin_until: f64::INFINITY,
+                gen: 0,
+                node: machine.node_of(c),
+                stage: 0,
+                op: (offset % profile.ops.len() as u64) as usize,
+                step: 0,
+                offset,
+                held: Vec::with_capacity(max_held.unwrap_or(0)),
+                done: 0,
+                measuring: false,
+                base: usize::MAX,
+                win_start: 0.0,
+                win_end: 0.0,
+            });
+            sim.schedule(c, start);
+        }
+        sim
+    }
+
+    fn schedule(&mut self, c: usize, t: f64) {
+        let cpu = &mut self.cpus[c];
+        cpu.gen = cpu.gen.wrapping_add(1);
+        self.heap.push(Event {
+            t,
+            seq: self.seq,
+            cpu: c as u32,
+            gen: cpu.gen,
+        });
+        self.seq += 1;
+    }
+
+    fn run(&mut self) -> Result<(), SimError> {
+        let n = self.cpus.len();
+        while self.finished < n && self.ops < self.cap {
+            let Some(ev) = self.heap.pop() else {
+                return Err(SimError::Deadlock {
+                    workload: self.profiles[0].workload.clone(),
+                    at_ns: self.now,
+                });
+            };
+            let c = ev.cpu as usize;
+            if ev.gen != self.cpus[c].gen {
+                continue;
+            }
+            self.now = ev.t;
+            match self.cpus[c].state {
+                State::Run => self.run_cpu(c, 0.0),
+                State::Release => {
+                    let i = self.cpus[c].inst as usize;
+                    self.cpus[c].state = State::Run;
+                    self.release(c, i);
+                    self.run_cpu(c, 0.0);
+                }
+                State::Wake => self.resume(c),
+                State::Spin => self.spin_timeout(c),
+                State::Sleep => {}
+            }
+        }
+        // Stopped by the cap: the starved CPUs' windows end now.
+        let now = self.now;
+        for c in 0..n {
+            if !self.cpus[c].measuring {
+                continue;
+            }
+            let cpu = &self.cpus[c];
+            let (waiting, i) = (self.waited(c), cpu.inst as usize);
+            match cpu.state {
+                State::Spin => self.add(c, i, SPIN, waiting),
+                State::Sleep | State::Wake => self.add(c, i, SLEEP, waiting),
+                State::Run | State::Release => {}
+            }
+            let cpu = &mut self.cpus[c];
+            cpu.measuring = false;
+            cpu.win_end = now;
+        }
+        Ok(())
+    }
+
+    fn result(&self, profile: &Profile, machine: &Machine) -> Result<Projection, SimError> {
+        let no_time = || SimError::NoTime {
+            workload: profile.workload.clone(),
+            machine: machine.name.clone(),
+        };
+        let mut rate = 0.0;
+        for cpu in &self.cpus {
+            let window = cpu.win_end - cpu.win_start;
+            if cpu.base == usize::MAX {
+                continue;
+            }
+            let ops = cpu.done.min(cpu.base + self.measure) - cpu.base;
+            if ops == self.measure && window <= 0.0 {
+                return Err(no_time());
+            }
+            if ops > 0 && window > 0.0 {
+                rate += ops as f64 / window;
+            }
+        }
+        if rate <= 0.0 {
+            return Err(no_time());
+        }
+        let total = self.outside
+            + self
+                .classes
+                .iter()
+                .map(|c| c[HELD] + c[SPIN] + c[SLEEP])
+                .sum::<f64>();
+        if total <= 0.0 {
+            return Err(no_time());
+        }
+        let classes = LockClass::ALL
+            .iter()
+            .map(|&class| {
+                let t = self.classes[class_index(class)];
+                ClassTime {
+                    class,
+                    held: t[HELD] / total,
+                    spinning: t[SPIN] / total,
+                    sleeping: t[SLEEP] / total,
+                    transfers: t[XFER] / total,
+                }
+            })
+            .collect();
+        Ok(Projection {
+            cpus: self.cpus.len(),
+            ops_per_sec: rate * 1e9,
+            breakdown: Breakdown {
+                outside: self.outside / total,
+                classes,
+            },
+            converted_at_ns: self.converted_at,
+        })
+    }
+
+    // ---- accounting ----
+
+    fn add(&mut self, c: usize, inst: usize, what: usize, dt: f64) {
+        if self.cpus[c].measuring {
+            let class = self.insts[inst].class;
+            self.classes[class][what] += dt;
+            if what == XFER {
+                self.classes[class][HELD] += dt;
+            }
+        }
+    }
+
+    fn add_run(&mut self, c: usize, dt: f64) {
+        if !self.cpus[c].measuring {
+            return;
+        }
+        match self.cpus[c].held.last() {
+            Some(&i) => {
+                let class = self.insts[i as usize].class;
+                self.classes[class][HELD] += dt;
+            }
+            None => self.outside += dt,
+        }
+    }
+
+    /// How long CPU `c` has waited, within its window.
+    fn waited(&self, c: usize) -> f64 {
+        let cpu = &self.cpus[c];
+        self.now - cpu.since.max(cpu.win_start)
+    }
+
+    fn xfer(&self, from: u32, to: usize) -> f64 {
+        if from == NONE || from as usize == to {
+            0.0
+        } else {
+            self.machine.transfer_ns(from as usize, to)
+        }
+    }
+
+    // ---- steps ----
+
+    fn inst_of(&self, c: usize, lock: u32) -> usize {
+        let p = self.places[self.cpus[c].stage][lock as usize];
+        p.base as usize
+            + match p.scope {
+                Scope::Worker => c,
+                Scope::Shared => 0,
+                Scope::Group => self.group[c] as usize,
+            }
+    }
+
+    /// Runs CPU `c`'s steps from now, `dt` ns of which are already taken.
+    fn run_cpu(&mut self, c: usize, mut dt: f64) {
+        self.cpus[c].state = State::Run;
+        let mut fresh = dt == 0.0;
+        loop {
+            let cpu = &self.cpus[c];
+            let profile: &'a Profile = self.profiles[cpu.stage];
+            let Some(&step) = profile.ops[cpu.op].get(cpu.step) else {
+                // An operation ends at an event of its own, so that every
+                // CPU gets its turn even when operations take no time.
+                if dt > 0.0 || !fresh {
+                    self.schedule(c, self.now + dt);
+                    return;
+                }
+                self.complete_op(c);
+                fresh = false;
+                if self.finished == self.cpus.len() {
+                    return;
+                }
+                continue;
+            };
+            fresh = false;
+            match step {
+                Step::Run { ns } => {
+                    self.add_run(c, ns);
+                    dt += ns;
+                    self.cpus[c].step += 1;
+                }
+                Step::Lines {
+                    lock,
+                    read,
+                    written,
+                } => {
+                    let i = self.inst_of(c, lock);
+                    let cost = self.lines(i, c, read, written);
+                    self.add(c, i, XFER, cost);
+                    dt += cost;
+                    self.cpus[c].step += 1;
+                }
+                Step::Acquire { lock, write } => {
+                    if dt > 0.0 {
+                        self.schedule(c, self.now + dt);
+                        return;
+                    }
+                    let i = self.inst_of(c, lock);
+                    self.cpus[c].step += 1;
+                    match self.acquire(c, i, write) {
+                        Some(cost) => dt += cost,
+                        None => return,
+                    }
+                }
+                Step::Release { lock } => {
+                    if dt > 0.0 {
+                        self.schedule(c, self.now + dt);
+                        return;
+                    }
+                    let i = self.inst_of(c, lock);
+                    self.cpus[c].step += 1;
+                    let inst = &self.insts[i];
+                    let from = if inst.word != c as u32 {
+                        inst.word
+                    } else if inst.spinner != NONE {
+                        inst.spinner
+                    } else {
+                        inst.spin.front().copied().unwrap_or(NONE)
+                    };
+                    let cost = self.xfer(from, c);
+                    self.insts[i].word = c as u32;
+                    if cost > 0.0 {
+                        self.add(c, i, XFER, cost);
+                        self.cpus[c].state = State::Release;
+                        self.cpus[c].inst = i as u32;
+                        self.schedule(c, self.now + cost);
+                        return;
+                    }
+                    self.release(c, i);
+                }
+            }
+        }
+    }
+
+    fn complete_op(&mut self, c: usize) {
+        let now = self.now;
+        let warmup = self.warmup;
+        let stage = self.stage;
+        self.ops += 1;
+        let measure = self.measure;
+        let cpu = &mut self.cpus[c];
+        cpu.done += 1;
+        if cpu.base == usize::MAX && cpu.done == warmup {
+            cpu.measuring = true;
+            cpu.base = warmup;
+            cpu.win_start = now;
+        }
+        if cpu.measuring && cpu.done == cpu.base + measure {
+            cpu.measuring = false;
+            cpu.win_end = now;
+            self.finished += 1;
+        }
+
+        let ops = self.profiles[stage].ops.len();
+        if cpu.stage != stage {
+            cpu.stage = stage;
+            cpu.op = (cpu.offset % ops as u64) as usize;
+        } else {
+            cpu.op = (cpu.op + 1) % ops;
+        }
+        cpu.step = 0;
+        if self.ops == LATE * warmup * self.cpus.len() {
+            // CPUs starved through their warm-up are measured from now.
+            for cpu in self.cpus.iter_mut().filter(|c| c.base == usize::MAX) {
+                cpu.measuring = true;
+                cpu.base = cpu.done;
+                cpu.win_start = now;
+            }
+        }
+    }
+
+    /// The cost of a `Lines` step of CPU `c` on instance `i`'s data.
+    fn lines(&mut self, i: usize, c: usize, read: u32, written: u32) -> f64 {
+        let machine = self.machine;
+        let inst = &self.insts[i];
+        if inst.worker {
+            return 0.0;
+        }
+        let (w, base) = (inst.data, inst.sharers);
+        let bits = &mut self.sharers[base..base + self.words];
+        let (word, bit) = (c / 64, 1u64 << (c % 64));
+        let shared = bits[word] & bit != 0;
+        if written == 0 {
+            if w == NONE || w as usize == c || shared {
+                return 0.0;
+            }
+            bits[word] |= bit;
+            return f64::from(read) * machine.transfer_ns(w as usize, c);
+        }
+        let cost = if w == NONE {
+            0.0
+        } else if w as usize != c {
+            let lines = if shared { written } else { read + written };
+            f64::from(lines) * machine.transfer_ns(w as usize, c)
+        } else {
+            // Its own data: invalidating the copies of CPUs that read it.
+            match bits.iter().position(|&b| b != 0) {
+                Some(k) => {
+                    let other = k * 64 + bits[k].trailing_zeros() as usize;
+                    f64::from(written) * machine.transfer_ns(other, c)
+                }
+                None => 0.0,
+            }
+        };
+        bits.fill(0);
+        self.insts[i].data = c as u32;
+        cost
+    }
+
+    // ---- locks ----
+
+    /// Tries to take `i` for CPU `c`: the cost of the word if it got it,
+    /// `None` if it now waits (spinning or asleep).
+    fn acquire(&mut self, c: usize, i: usize, write: bool) -> Option<f64> {
+        if self.fast_ok(i, write) {
+            return Some(self.take(c, i, write));
+        }
+        let inst = &self.insts[i];
+        if inst.counts && inst.stage == self.stage {
+            self.contended += 1;
+            let after = self.profiles[self.stage]
+                .converts_to
+                .as_ref()
+                .map_or(u64::MAX, |v| u64::from(v.after));
+            if self.contended >= after {
+                self.stage += 1;
+                self.contended = 0;
+                self.converted_at.get_or_insert(self.now);
+            }
+        }
+        self.block(c, i, write);
+        None
+    }
+
+    fn fast_ok(&self, i: usize, write: bool) -> bool {
+        let inst = &self.insts[i];
+        if write {
+            return inst.free();
+        }
+        inst.writer == NONE
+            && match inst.kind {
+                LockKind::Rwsem | LockKind::Numa => inst.waiters.len == 0,
+                LockKind::Std => inst.wait_writers == 0,
+                LockKind::Vma => inst.spin_writers == 0,
+            }
+    }
+
+    /// Makes `c` an owner of `i`.
+    fn own(&mut self, c: usize, i: usize, write: bool) {
+        let inst = &mut self.insts[i];
+        if write {
+            inst.writer = c as u32;
+        } else {
+            inst.readers += 1;
+        }
+        self.cpus[c].held.push(i as u32);
+    }
+
+    /// `c`'s access to the lock word as it takes the lock: its cost.
+    fn pay(&mut self, c: usize, i: usize) -> f64 {
+        let cost = self.xfer(self.insts[i].word, c);
+        self.insts[i].word = c as u32;
+        self.add(c, i, XFER, cost);
+        cost
+    }
+
+    fn take(&mut self, c: usize, i: usize, write: bool) -> f64 {
+        self.own(c, i, write);
+        self.pay(c, i)
+    }
+
+    /// A spinning CPU takes the lock now and runs on.
+    fn take_spinning(&mut self, c: usize, i: usize) {
+        let spun = self.waited(c);
+        self.add(c, i, SPIN, spun);
+        let cost = self.take(c, i, self.cpus[c].write);
+        self.cpus[c].state = State::Run;
+        self.schedule(c, self.now + cost);
+    }
+
+    /// `c` missed the fast path of `i`: it spins (or queues to).
+    fn block(&mut self, c: usize, i: usize, write: bool) {
+        let now = self.now;
+        let cpu = &mut self.cpus[c];
+        cpu.state = State::Spin;
+        cpu.inst = i as u32;
+        cpu.write = write;
+        cpu.since = now;
+        cpu.rspin_until = f64::INFINITY;
+        let node = cpu.node;
+        let inst = &mut self.insts[i];
+        match inst.kind {
+            LockKind::Rwsem | LockKind::Numa => {
+                if inst.spinner == NONE {
+                    inst.spinner = c as u32;
+                    self.settle(i, node);
+                } else {
+                    inst.osq.push(node, c as u32);
+                }
+            }
+            LockKind::Std => {
+                inst.spin.push_back(c as u32);
+                inst.spin_writers += u32::from(write);
+                self.schedule(c, now + STD_SPIN_NS);
+            }
+            LockKind::Vma => {
+                inst.spin.push_back(c as u32);
+                inst.spin_writers += u32::from(write);
+            }
+        }
+    }
+
+    /// Rwsem kinds: the spinning slot passes to the next queued spinner.
+    fn next_spinner(&mut self, i: usize, node: usize) {
+        let inst = &mut self.insts[i];
+        let numa = inst.kind == LockKind::Numa;
+        inst.spinner = match inst.osq.pick(node, numa, true) {
+            Some(q) => inst.osq.pop(q).unwrap_or(NONE),
+            None => NONE,
+        };
+    }
+
+    /// Rwsem kinds: lets the spinner of `i` act on the lock's state (take
+    /// it, keep spinning, or sleep, and the next one likewise), then serves
+    /// a waiter if the lock is left free. `node`: where the lock was
+    /// released (for the numa kind's choice).
+    fn settle(&mut self, i: usize, node: usize) {
+        loop {
+            let s = self.insts[i].spinner;
+            if s == NONE {
+                break;
+            }
+            let s = s as usize;
+            let write = self.cpus[s].write;
+            let inst = &self.insts[i];
+            let can_take = if write {
+                inst.free()
+            } else {
+                inst.writer == NONE && (inst.readers == 0 || inst.waiters.len == 0)
+            };
+            if can_take {
+                self.next_spinner(i, self.cpus[s].node);
+                self.take_spinning(s, i);
+                continue;
+            }
+            let keep = if inst.writer != NONE {
+                self.cpus[s].rspin_until = f64::INFINITY;
+                self.cpus[inst.writer as usize].running()
+            } else if write {
+                let until = self.cpus[s].rspin_until;
+                if until == f64::INFINITY {
+                    let until = self.now + READER_SPIN_NS;
+                    self.cpus[s].rspin_until = until;
+                    self.schedule(s, until);
+                    true
+                } else {
+                    self.now < until
+                }
+            } else {
+                false
+            };
+            if keep {
+                break;
+            }
+            let sn = self.cpus[s].node;
+            self.next_spinner(i, sn);
+            self.sleep(s, i);
+        }
+        let inst = &self.insts[i];
+        if inst.free() && inst.spinner == NONE && inst.waiters.len > 0 {
+            self.serve(i, node);
+        }
+    }
+
+    /// `c` goes to sleep in `i`'s wait queue.
+    fn sleep(&mut self, c: usize, i: usize) {
+        let now = self.now;
+        let spun = self.waited(c);
+        self.add(c, i, SPIN, spun);
+        let cpu = &mut self.cpus[c];
+        cpu.state = State::Sleep;
+        cpu.since = now;
+        cpu.gen = cpu.gen.wrapping_add(1);
+        if !cpu.in_queue {
+            cpu.in_queue = true;
+            cpu.queued_at = now;
+            let (node, write) = (cpu.node, cpu.write);
+            let inst = &mut self.insts[i];
+            inst.waiters.push(node, c as u32);
+            inst.wait_writers += u32::from(write);
+        }
+        self.owner_sleeps(c);
+    }
+
+    /// `c` stopped running: spinners on rwsems it owns stop spinning.
+    fn owner_sleeps(&mut self, c: usize) {
+        for k in 0..self.cpus[c].held.len() {
+            let h = self.cpus[c].held[k] as usize;
+            let inst = &self.insts[h];
+            if inst.rwsem() && inst.writer == c as u32 && inst.spinner != NONE {
+                let node = self.cpus[c].node;
+                self.settle(h, node);
+            }
+        }
+    }
+
+    /// Rwsem kinds, the lock free: serves the waiter the policy picks
+    /// (wakes a writer, or grants it if it has waited [`HANDOFF_NS`];
+    /// grants a batch of readers).
+    fn serve(&mut self, i: usize, node: usize) {
+        let numa = self.insts[i].kind == LockKind::Numa;
+        let Some(q) = self.insts[i].waiters.pick(node, numa, true) else {
+            return;
+        };
+        let Some(p) = self.insts[i].waiters.front(q) else {
+            return;
+        };
+        let p = p as usize;
+        if self.cpus[p].write {
+            if self.now - self.cpus[p].queued_at >= HANDOFF_NS {
+                self.insts[i].waiters.pop(q);
+                self.grant(p, i);
+            } else if self.cpus[p].state == State::Sleep {
+                self.wake(p, false);
+            }
+            return;
+        }
+        while let Some(r) = self.insts[i].waiters.front(q) {
+            if self.cpus[r as usize].write {
+                break;
+            }
+            self.insts[i].waiters.pop(q);
+            self.grant(r as usize, i);
+        }
+    }
+
+    /// Gives `i` to the waiter `p`, taken out of the queue already.
+    fn grant(&mut self, p: usize, i: usize) {
+        let write = self.cpus[p].write;
+        self.insts[i].wait_writers -= u32::from(write);
+        self.cpus[p].in_queue = false;
+        self.own(p, i, write);
+        self.cpus[p].granted = true;
+        if self.cpus[p].state == State::Sleep {
+            self.wake(p, true);
+        }
+    }
+
+    fn wake(&mut self, p: usize, granted: bool) {
+        let cpu = &mut self.cpus[p];
+        cpu.state = State::Wake;
+        cpu.granted = granted;
+        let t = self.now + self.machine.wake_ns + self.machine.sleep_ns;
+        self.schedule(p, t);
+    }
+
+    /// A woken CPU runs again.
+    fn resume(&mut self, c: usize) {
+        let i = self.cpus[c].inst as usize;
+        let slept = self.waited(c);
+        self.add(c, i, SLEEP, slept);
+        self.cpus[c].since = self.now;
+        if self.cpus[c].granted {
+            self.cpus[c].granted = false;
+            let cost = self.pay(c, i);
+            self.run_cpu(c, cost);
+            return;
+        }
+        let write = self.cpus[c].write;
+        if self.insts[i].rwsem() {
+            // A woken rwsem writer, still first in the queue.
+            if self.insts[i].free() {
+                let node = self.cpus[c].node;
+                let inst = &mut self.insts[i];
+                inst.waiters.remove(node, c as u32);
+                inst.wait_writers -= u32::from(write);
+                self.cpus[c].in_queue = false;
+                let cost = self.take(c, i, write);
+                self.run_cpu(c, cost);
+            } else {
+                self.cpus[c].state = State::Sleep;
+                self.owner_sleeps(c);
+            }
+            return;
+        }
+        // Std: compete again from the fast path.
+        if self.fast_ok(i, write) {
+            let cost = self.take(c, i, write);
+            self.run_cpu(c, cost);
+        } else {
+            self.block(c, i, write);
+        }
+    }
+
+    /// A spinning CPU's timeout.
+    fn spin_timeout(&mut self, c: usize) {
+        let i = self.cpus[c].inst as usize;
+        match self.insts[i].kind {
+            LockKind::Rwsem | LockKind::Numa => {
+                if self.insts[i].spinner == c as u32 {
+                    let node = self.cpus[c].node;
+                    self.settle(i, node);
+                }
+            }
+            LockKind::Std => {
+                let inst = &mut self.insts[i];
+                if let Some(pos) = inst.spin.iter().position(|&s| s == c as u32) {
+                    inst.spin.remove(pos);
+                    inst.spin_writers -= u32::from(self.cpus[c].write);
+                }
+                self.sleep(c, i);
+                if self.insts[i].free() {
+                    self.std_free(i);
+                }
+            }
+            LockKind::Vma => {}
+        }
+    }
+
+    /// `c`'s release of `i` takes effect.
+    fn release(&mut self, c: usize, i: usize) {
+        let held = &mut self.cpus[c].held;
+        if let Some(pos) = held.iter().rposition(|&h| h as usize == i) {
+            held.remove(pos);
+        }
+        let inst = &mut self.insts[i];
+        if inst.writer == c as u32 {
+            inst.writer = NONE;
+        } else {
+            inst.readers = inst.readers.saturating_sub(1);
+        }
+        if !inst.free() {
+            return;
+        }
+        let node = self.cpus[c].node;
+        match inst.kind {
+            LockKind::Rwsem | LockKind::Numa => {
+                let numa = inst.kind == LockKind::Numa;
+                // A waiter owed the lock gets it before any spinner.
+                let owed = inst
+                    .waiters
+                    .pick(node, numa, false)
+                    .and_then(|q| inst.waiters.front(q))
+                    .is_some_and(|p| self.now - self.cpus[p as usize].queued_at >= HANDOFF_NS);
+                if owed {
+                    self.serve(i, node);
+                }
+                self.settle(i, node);
+            }
+            LockKind::Std => self.std_free(i),
+            LockKind::Vma => self.vma_free(i),
+        }
+    }
+
+    /// Std, the lock free: spinners take it, then a sleeper is woken.
+    fn std_free(&mut self, i: usize) {
+        let inst = &self.insts[i];
+        if let Some(&first) = inst.spin.front() {
+            if self.cpus[first as usize].write {
+                self.spinner_takes(i, 0);
+            } else if inst.wait_writers == 0 {
+                self.readers_take(i);
+            } else if let Some(pos) = inst.spin.iter().position(|&s| self.cpus[s as usize].write) {
+                self.spinner_takes(i, pos);
+            }
+        }
+        let inst = &mut self.insts[i];
+        if inst.waiters.len == 0 {
+            return;
+        }
+        let q = &mut inst.waiters.qs[0];
+        if inst.wait_writers > 0 {
+            if let Some(pos) = q.iter().position(|&(_, p)| self.cpus[p as usize].write) {
+                let (_, p) = q.remove(pos).unwrap_or((0, NONE));
+                inst.waiters.len -= 1;
+                inst.wait_writers -= 1;
+                self.cpus[p as usize].in_queue = false;
+                self.wake(p as usize, false);
+            }
+            return;
+        }
+        // Every sleeping reader (a buffer only on this path).
+        let woken: Vec<u32> = q.drain(..).map(|(_, p)| p).collect();
+        inst.waiters.len = 0;
+        for p in woken {
+            self.cpus[p as usize].in_queue = false;
+            self.wake(p as usize, false);
+        }
+    }
+
+    /// Vma, the lock free or reader-owned: the oldest spinning writer
+    /// takes it, or with none, every spinning reader.
+    fn vma_free(&mut self, i: usize) {
+        let inst = &self.insts[i];
+        if inst.writer != NONE {
+            return;
+        }
+        if inst.spin_writers > 0 {
+            if inst.readers == 0 {
+                if let Some(pos) = inst.spin.iter().position(|&s| self.cpus[s as usize].write) {
+                    self.spinner_takes(i, pos);
+                }
+            }
+        } else if !inst.spin.is_empty() {
+            self.readers_take(i);
+        }
+    }
+
+    /// Std and vma: spinner at `pos` takes the lock.
+    fn spinner_takes(&mut self, i: usize, pos: usize) {
+        let inst = &mut self.insts[i];
+        let Some(s) = inst.spin.remove(pos) else {
+            return;
+        };
+        inst.spin_writers -= u32::from(self.cpus[s as usize].write);
+        self.take_spinning(s as usize, i);
+    }
+
+    /// Std and vma: every spinning reader takes the lock.
+    fn readers_take(&mut self, i: usize) {
+        let mut k = 0;
+        while k < self.insts[i].spin.len() {
+            let s = self.insts[i].spin[k] as usize;
+            if self.cpus[s].write {
+                k += 1;
+            } else {
+                self.insts[i].spin.remove(k);
+                self.take_spinning(s, i);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{Conversion, LockRef, FORMAT};
+
+    /// A machine of `nodes` nodes of `per` CPUs in complexes of 4, with
+    /// the given latencies.
+    fn machine(nodes: usize, per: usize, near: f64, remote: f64, sleep: f64) -> Machine {
+        Machine {
+            name: format!("{nodes}x{per}"),
+            nodes,
+            cpus_per_node: per,
+            ccx_cpus: 4,
+            ccx_ns: near,
+            node_ns: near * 2.0,
+            remote_ns: vec![vec![remote; nodes]; nodes],
+            wake_ns: sleep,
+            sleep_ns: sleep,
+            source: "test".into(),
+        }
+    }
+
+    fn lock(class: LockClass, kind: LockKind, scope: Scope) -> LockRef {
+        LockRef { class, kind, scope }
+    }
+
+    fn profile(locks: Vec<LockRef>, ops: Vec<Vec<Step>>) -> Profile {
+        Profile {
+            format: FORMAT,
+            workload: "t".into(),
+            mode: "threads".into(),
+            index: "maple".into(),
+            imap: "single".into(),
+            lock: "rwsem".into(),
+            anon_rule: true,
+            recorded_on: "host(1x2)".into(),
+            ops_per_sec: 1e6,
+            locks,
+            ops,
+            converts_to: None,
+        }
+    }
+
+    fn run(ns: f64) -> Step {
+        Step::Run { ns }
+    }
+
+    fn acq(lock: u32, write: bool) -> Step {
+        Step::Acquire { lock, write }
+    }
+
+    fn rel(lock: u32) -> Step {
+        Step::Release { lock }
+    }
+
+    fn lines(lock: u32, read: u32, written: u32) -> Step {
+        Step::Lines {
+            lock,
+            read,
+            written,
+        }
+    }
+
+    fn config(cpus: usize, lock: Option<LockKind>) -> Config {
+        Config {
+            cpus,
+            lock,
+            ..Config::default()
+        }
+    }
+
+    fn close(got: f64, want: f64, rel: f64) -> bool {
+        ((got - want) / want).abs() <= rel
+    }
+
+    const KINDS: [LockKind; 4] = [
+        LockKind::Rwsem,
+        LockKind::Numa,
+        LockKind::Std,
+        LockKind::Vma,
+    ];
+
+    /// One shared lock written with a constant hold time and no line
+    /// costs: one CPU runs at 1 / (outside + hold), two or more saturate
+    /// the lock at 1 / hold, whatever its algorithm.
+    #[test]
+    fn one_lock_saturates_at_one_over_hold() {
+        let m = machine(1, 64, 0.0, 0.0, 0.0);
+        let (outside, hold) = (100.0, 200.0);
+        let p = profile(
+            vec![lock(LockClass::IMmap, LockKind::Rwsem, Scope::Shared)],
+            vec![vec![run(outside), acq(0, true), run(hold), rel(0)]],
+        );
+        for kind in KINDS {
+            let one = simulate(&p, &m, &config(1, Some(kind))).unwrap();
+            assert!(
+                close(one.ops_per_sec, 1e9 / (outside + hold), 1e-9),
+                "{kind:?} {one:?}"
+            );
+            for n in [2, 4, 16, 64] {
+                let r = simulate(&p, &m, &config(n, Some(kind))).unwrap();
+                assert!(
+                    close(r.ops_per_sec, 1e9 / hold, 0.03),
+                    "{kind:?} {n}: {r:?}"
+                );
+                assert!(close(r.breakdown.total(), 1.0, 1e-9));
+                // The lock is busy all the time, and with the fair
+                // kinds every CPU is in it 1/N of its time. (Std and vma
+                // let CPUs barge: their windows differ in length.)
+                if matches!(kind, LockKind::Rwsem | LockKind::Numa) {
+                    let held = r.breakdown.class(LockClass::IMmap).held;
+                    assert!(close(held, 1.0 / n as f64, 0.05), "{kind:?} {n}: {r:?}");
+                }
+            }
+        }
+    }
+
+    /// Only per-worker locks: throughput is exactly N times one CPU's,
+    /// line costs and latencies notwithstanding.
+    #[test]
+    fn worker_locks_scale_linearly() {
+        let m = machine(2, 32, 30.0, 250.0, 2000.0);
+        let p = profile(
+            vec![
+                lock(LockClass::MmapLock, LockKind::Rwsem, Scope::Worker),
+                lock(LockClass::IMmap, LockKind::Rwsem, Scope::Worker),
+            ],
+            vec![
+                vec![run(50.0), acq(0, true), run(100.0), rel(0), run(30.0)],
+                vec![
+                    run(20.0),
+                    acq(0, false),
+                    acq(1, true),
+                    lines(1, 5, 3),
+                    run(120.0),
+                    rel(1),
+                    rel(0),
+                    run(40.0),
+                ],
+            ],
+        );
+        for kind in KINDS {
+            for n in [1, 2, 7, 64] {
+                let r = simulate(&p, &m, &config(n, Some(kind))).unwrap();
+                assert!(
+                    close(r.ops_per_sec, n as f64 * 1e9 / 180.0, 1e-9),
+                    "{kind:?} {n}: {r:?}"
+                );
+                assert_eq!(r.breakdown.transfers(), 0.0);
+                assert!(close(r.breakdown.outside, 140.0 / 360.0, 1e-9));
+            }
+        }
+    }
+
+    /// Two CPUs on two nodes alternate in one shared lock whose critical
+    /// section writes `L` lines. Each hand-over costs, in the lock: the
+    /// word from the releaser (r), the L lines the other CPU wrote (L·r),
+    /// the hold time h, and the release's invalidation of the spinning
+    /// CPU's copy of the word (r). So throughput is 1 / (h + (L + 2)·r),
+    /// each CPU holds the lock half the time and spins the other half.
+    #[test]
+    fn remote_lines_lengthen_the_critical_section() {
+        let (h, r, read, written) = (200.0, 100.0, 1, 3);
+        let l = f64::from(read + written);
+        let m = machine(2, 1, 0.0, r, 0.0);
+        let p = profile(
+            vec![lock(LockClass::IMmap, LockKind::Rwsem, Scope::Shared)],
+            vec![vec![acq(0, true), lines(0, read, written), run(h), rel(0)]],
+        );
+        let t = h + (l + 2.0) * r;
+        for kind in KINDS {
+            let one = simulate(&p, &m, &config(1, Some(kind))).unwrap();
+            assert!(close(one.ops_per_sec, 1e9 / h, 1e-9), "{kind:?} {one:?}");
+            let two = simulate(&p, &m, &config(2, Some(kind))).unwrap();
+            assert!(close(two.ops_per_sec, 1e9 / t, 1e-9), "{kind:?} {two:?}");
+            let c = two.breakdown.class(LockClass::IMmap);
+            assert!(close(c.held, 0.5, 1e-6), "{kind:?} {two:?}");
+            assert!(close(c.spinning, 0.5, 1e-6), "{kind:?} {two:?}");
+            assert!(
+                close(c.transfers, (l + 2.0) * r / (2.0 * t), 1e-6),
+                "{kind:?} {two:?}"
+            );
+        }
+    }
+
+    /// Reads of data nobody writes stay in every reader's cache: readers
+    /// of a shared lock pay only for the lock word.
+    #[test]
+    fn readers_share_clean_lines() {
+        let m = machine(2, 1, 0.0, 100.0, 0.0);
+        let p = profile(
+            vec![lock(LockClass::MmapLock, LockKind::Rwsem, Scope::Shared)],
+            vec![vec![
+                run(1000.0),
+                acq(0, false),
+                lines(0, 10, 0),
+                run(100.0),
+                rel(0),
+            ]],
+        );
+        let r = simulate(&p, &m, &config(2, None)).unwrap();
+        // Per operation at most two word transfers (acquire, release),
+        // never the ten lines.
+        let per_op = r.breakdown.transfers() * 2e9 / r.ops_per_sec;
+        assert!(per_op <= 2.0 * 100.0 + 1e-6, "{per_op} {r:?}");
+        assert!(r.ops_per_sec > 1.5e9 / 1100.0, "{r:?}");
+    }
+
+    fn mixed() -> Profile {
+        profile(
+            vec![
+                lock(LockClass::MmapLock, LockKind::Rwsem, Scope::Shared),
+                lock(LockClass::IMmap, LockKind::Rwsem, Scope::Shared),
+                lock(LockClass::AnonVma, LockKind::Rwsem, Scope::Group),
+            ],
+            vec![
+                vec![
+                    run(300.0),
+                    acq(0, true),
+                    run(50.0),
+                    acq(1, true),
+                    lines(1, 6, 2),
+                    run(400.0),
+                    rel(1),
+                    rel(0),
+                    run(100.0),
+                ],
+                vec![
+                    run(200.0),
+                    acq(0, false),
+                    acq(2, true),
+                    lines(2, 2, 1),
+                    run(80.0),
+                    rel(2),
+                    rel(0),
+                ],
+                vec![run(500.0), acq(0, false), lines(0, 4, 0), run(60.0), rel(0)],
+            ],
+        )
+    }
+
+    #[test]
+    fn same_seed_same_result() {
+        let m = machine(4, 8, 30.0, 200.0, 3000.0);
+        let p = mixed();
+        for kind in KINDS {
+            let c = Config {
+                seed: 7,
+                ..config(32, Some(kind))
+            };
+            let a = simulate(&p, &m, &c).unwrap();
+            let b = simulate(&p, &m, &c).unwrap();
+            assert_eq!(a, b);
+            assert!(close(a.breakdown.total(), 1.0, 1e-9), "{a:?}");
+            assert!(a.ops_per_sec > 0.0);
+        }
+    }
+
+    /// Under heavy contention on a two-node machine, the numa kind keeps
+    /// the lock (and its data) on one node for runs of hand-offs: fewer
+    /// remote transfers, more operations.
+    #[test]
+    fn numa_keeps_the_lock_local() {
+        let m = machine(2, 8, 20.0, 300.0, 3000.0);
+        let p = profile(
+            vec![lock(LockClass::IMmap, LockKind::Rwsem, Scope::Shared)],
+            vec![vec![
+                run(100.0),
+                acq(0, true),
+                lines(0, 2, 4),
+                run(200.0),
+                rel(0),
+            ]],
+        );
+        let rwsem = simulate(&p, &m, &config(16, Some(LockKind::Rwsem))).unwrap();
+        let numa = simulate(&p, &m, &config(16, Some(LockKind::Numa))).unwrap();
+        let per_op = |r: &Projection| r.breakdown.transfers() * 16e9 / r.ops_per_sec;
+        assert!(per_op(&numa) < 0.5 * per_op(&rwsem), "{numa:?}\n{rwsem:?}");
+        assert!(
+            numa.ops_per_sec > 1.3 * rwsem.ops_per_sec,
+            "{numa:?}\n{rwsem:?}"
+        );
+    }
+
+    /// An adaptive profile converts from one shared i_mmap lock to one per
+    /// group after contention, and then runs as the per-group profile does.
+    #[test]
+    fn adaptive_converts_to_group_locks() {
+        let m = machine(4, 4, 20.0, 200.0, 3000.0);
+        let op = vec![run(100.0), acq(0, true), lines(0, 2, 2), run(300.0), rel(0)];
+        let group = profile(
+            vec![lock(LockClass::IMmap, LockKind::Rwsem, Scope::Group)],
+            vec![op.clone()],
+        );
+        let mut single = profile(
+            vec![lock(LockClass::IMmap, LockKind::Rwsem, Scope::Shared)],
+            vec![op],
+        );
+        let c = config(16, None);
+        let before = simulate(&single, &m, &c).unwrap();
+        let after = simulate(&group, &m, &c).unwrap();
+        assert!(before.converted_at_ns.is_none());
+        single.converts_to = Some(Box::new(Conversion {
+            after: 20,
+            profile: group,
+        }));
+        let adaptive = simulate(&single, &m, &c).unwrap();
+        assert!(adaptive.converted_at_ns.is_some(), "{adaptive:?}");
+        assert!(
+            close(adaptive.ops_per_sec, after.ops_per_sec, 0.05),
+            "{adaptive:?}\n{after:?}"
+        );
+        assert!(
+            adaptive.ops_per_sec > 2.0 * before.ops_per_sec,
+            "{adaptive:?}\n{before:?}"
+        );
+        // Never contended enough: stays.
+        if let Some(conv) = single.converts_to.as_mut() {
+            conv.after = u32::MAX;
+        }
+        let stays = simulate(&single, &m, &c).unwrap();
+        assert!(stays.converted_at_ns.is_none());
+        assert!(close(stays.ops_per_sec, before.ops_per_sec, 1e-9));
+    }
+
+    /// Std waiters sleep once their short spin is over; the sleeps show in
+    /// the breakdown.
+    #[test]
+    fn std_sleeps_behind_long_critical_sections() {
+        let m = machine(1, 8, 20.0, 0.0, 2000.0);
+        let p = profile(
+            vec![lock(LockClass::IMmap, LockKind::Std, Scope::Shared)],
+            vec![vec![run(1000.0), acq(0, true), run(20_000.0), rel(0)]],
+        );
+        let r = simulate(&p, &m, &config(4, None)).unwrap();
+        let c = r.breakdown.class(LockClass::IMmap);
+        assert!(c.sleeping > 0.3, "{r:?}");
+        assert!(r.ops_per_sec <= 1e9 / 20_000.0 * 1.001, "{r:?}");
+        assert!(close(r.breakdown.total(), 1.0, 1e-9));
+    }
+
+    /// Two operations taking two locks in opposite orders deadlock.
+    #[test]
+    fn conflicting_lock_orders_deadlock() {
+        let m = machine(1, 8, 0.0, 0.0, 0.0);
+        let p = profile(
+            vec![
+                lock(LockClass::MmapLock, LockKind::Vma, Scope::Shared),
+                lock(LockClass::VmaLock, LockKind::Vma, Scope::Shared),
+            ],
+            vec![
+                vec![acq(0, true), run(1000.0), acq(1, true), rel(1), rel(0)],
+                vec![acq(1, true), run(1000.0), acq(0, true), rel(0), rel(1)],
+            ],
+        );
+        let e = simulate(&p, &m, &config(8, None)).unwrap_err();
+        assert!(matches!(e, SimError::Deadlock { .. }), "{e}");
+    }
+
+    #[test]
+    fn bad_input_is_an_error() {
+        let m = machine(2, 4, 0.0, 100.0, 0.0);
+        let p = mixed();
+        let e = simulate(&p, &m, &config(0, None)).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                SimError::Cpus {
+                    cpus: 0,
+                    max: 8,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let e = simulate(&p, &m, &config(9, None)).unwrap_err();
+        assert_eq!(e.to_string(), "9 CPUs: machine 2x4 has 8 (ask for 1 to 8)");
+        let c = Config {
+            ops_per_cpu: 0,
+            ..config(2, None)
+        };
+        assert_eq!(simulate(&p, &m, &c).unwrap_err(), SimError::NoOps);
+        let mut bad = p.clone();
+        bad.ops[0].push(rel(0));
+        assert!(matches!(
+            simulate(&bad, &m, &config(2, None)),
+            Err(SimError::Profile(_))
+        ));
+        let mut skew = m.clone();
+        skew.remote_ns.pop();
+        assert!(matches!(
+            simulate(&p, &skew, &config(2, None)),
+            Err(SimError::Machine(_))
+        ));
+        let mut negative = m.clone();
+        negative.ccx_ns = -1.0;
+        assert!(matches!(
+            simulate(&p, &negative, &config(2, None)),
+            Err(SimError::Machine(_))
+        ));
+        let idle = profile(vec![], vec![vec![], vec![run(0.0)]]);
+        assert!(matches!(
+            simulate(&idle, &m, &config(2, None)),
+            Err(SimError::NoTime { .. })
+        ));
+    }
+
+    /// About twenty steps an operation, the size of the suite's profiles.
+    fn twenty_steps() -> Profile {
+        profile(
+            vec![
+                lock(LockClass::MmapLock, LockKind::Rwsem, Scope::Worker),
+                lock(LockClass::IMmap, LockKind::Rwsem, Scope::Shared),
+                lock(LockClass::AnonVma, LockKind::Rwsem, Scope::Worker),
+            ],
+            vec![
+                vec![
+                    run(800.0),
+                    acq(0, true),
+                    run(200.0),
+                    acq(2, true),
+                    lines(2, 3, 1),
+                    run(100.0),
+                    rel(2),
+                    acq(1, true),
+                    lines(1, 12, 3),
+                    run(300.0),
+                    rel(1),
+                    run(100.0),
+                    rel(0),
+                    run(400.0),
+                ],
+                vec![
+                    run(900.0),
+                    acq(0, true),
+                    run(150.0),
+                    acq(1, true),
+                    lines(1, 10, 4),
+                    run(250.0),
+                    rel(1),
+                    rel(0),
+                    run(300.0),
+                ],
+            ],
+        )
+    }
+
+    fn twelve_by_32() -> Machine {
+        let mut m = machine(12, 32, 25.0, 0.0, 3000.0);
+        m.ccx_cpus = 8;
+        m.node_ns = 60.0;
+        for (i, row) in m.remote_ns.iter_mut().enumerate() {
+            for (j, v) in row.iter_mut().enumerate() {
+                *v = if i / 4 == j / 4 { 150.0 } else { 250.0 };
+            }
+        }
+        m
+    }
+
+    #[test]
+    fn simulates_384_cpus() {
+        let m = twelve_by_32();
+        let c = Config {
+            ops_per_cpu: 20,
+            ..config(384, None)
+        };
+        let r = simulate(&twenty_steps(), &m, &c).unwrap();
+        assert_eq!(r.cpus, 384);
+        assert!(r.ops_per_sec > 0.0);
+        assert!(close(r.breakdown.total(), 1.0, 1e-9));
+    }
+
+    /// `cargo test -p vmproject --release -- --ignored --nocapture
+    /// timing`: what a `vmbench project` sweep costs.
+    #[test]
+    #[ignore]
+    fn timing() {
+        let m = twelve_by_32();
+        let p = twenty_steps();
+        let all = std::time::Instant::now();
+        for kind in [LockKind::Rwsem, LockKind::Numa, LockKind::Std] {
+            let t = std::time::Instant::now();
+            let r = simulate(&p, &m, &config(384, Some(kind))).unwrap();
+            println!(
+                "{kind:?} 384 CPUs: {:.3} s, {:.0} ops/s",
+                t.elapsed().as_secs_f64(),
+                r.ops_per_sec
+            );
+        }
+        let t = std::time::Instant::now();
+        let mut points = 0;
+        for _design in 0..5 {
+            for kind in [LockKind::Rwsem, LockKind::Numa, LockKind::Std] {
+                for n in [1, 2, 4, 8, 16, 32, 64, 128, 256, 384] {
+                    simulate(&p, &m, &config(n, Some(kind))).unwrap();
+                    points += 1;
+                }
+            }
+        }
+        println!(
+            "sweep of {points} points: {:.2} s (all: {:.2} s)",
+            t.elapsed().as_secs_f64(),
+            all.elapsed().as_secs_f64()
+        );
+    }
+}
