@@ -39,7 +39,10 @@
 //! - `lab`: the model's parts as libraries of their own for benchmarks —
 //!   the interval trees (`mm::itree`), the reader-writer locks
 //!   (`mm::lock`), and binding threads to (possibly emulated) CPUs, with
-//!   optional pinning (`mm::topology`).
+//!   optional pinning (`mm::topology`);
+//! - `profile`: a per-thread recorder of lock holds and of the cache
+//!   lines each critical section touches (`mm::profile`), off until a
+//!   thread starts it; without the feature every hook compiles away.
 //!
 //! ```
 //! use mm::{MapFlags, Mm, Prot};
@@ -91,6 +94,11 @@ pub mod lockstat;
 #[cfg(not(feature = "lockstat"))]
 #[allow(dead_code)]
 mod lockstat;
+#[cfg(feature = "profile")]
+pub mod profile;
+#[cfg(not(feature = "profile"))]
+#[allow(dead_code)]
+mod profile;
 #[cfg(feature = "lab")]
 pub mod topology;
 #[cfg(not(feature = "lab"))]

@@ -204,11 +204,28 @@ impl<T: Augment> Tree<T> {
         self.nodes.len()
     }
 
+    /// Tell the profile recorder (`crate::profile`) that node `i` was
+    /// read, or written. The counting rule of this tree: every node a
+    /// descent, a walk or a rebalancing reads (through [`node`](Self::node)
+    /// and the link and colour accessors) is read, every node whose item,
+    /// links, colour or summary is stored to is written, each counted once
+    /// per critical section by the lines it spans. The sentinel is never
+    /// written and read-only shared by every tree, so it is not counted.
+    #[inline(always)]
+    fn profile(&self, i: u32, write: bool) {
+        if crate::profile::counting() && i != NIL {
+            if let Some(n) = self.nodes.get(i as usize) {
+                crate::profile::touch(n, write);
+            }
+        }
+    }
+
     /// Slot `i`: the sentinel for [`NIL`], a free slot's vacant node, or a
     /// live node. Panics outside the arena, as only indices the tree handed
     /// out are meant to come back.
     #[inline]
     pub(crate) fn node(&self, i: u32) -> &Node<T> {
+        self.profile(i, false);
         &self.nodes[i as usize]
     }
 
@@ -225,6 +242,7 @@ impl<T: Augment> Tree<T> {
     /// (or that the caller follows with [`propagate`](Self::propagate)).
     #[inline]
     pub(crate) fn item_mut(&mut self, i: u32) -> &mut T {
+        self.profile(i, true);
         &mut self.nodes[i as usize].item
     }
 
@@ -233,6 +251,7 @@ impl<T: Augment> Tree<T> {
     /// [`propagate`](Self::propagate); the caller keeps invariant 3.
     #[inline]
     pub(crate) fn set_aug(&mut self, i: u32, aug: T::Value) {
+        self.profile(i, true);
         self.nodes[i as usize].aug = aug;
     }
 
@@ -240,6 +259,7 @@ impl<T: Augment> Tree<T> {
     #[inline]
     fn recompute(&mut self, i: u32) -> bool {
         let aug = T::compute(self, i);
+        self.profile(i, true);
         std::mem::replace(&mut self.nodes[i as usize].aug, aug) != aug
     }
 
@@ -274,6 +294,7 @@ impl<T: Augment> Tree<T> {
     /// behind it; the branch measured a little faster in the legacy index.
     #[inline]
     fn replace_child(&mut self, parent: u32, old: u32, new: u32) {
+        self.profile(parent, true);
         if parent == NIL {
             self.root = new;
         } else if self.nodes[parent as usize].child[0] == old {
@@ -286,6 +307,7 @@ impl<T: Augment> Tree<T> {
     /// Records `parent` in `i`, unless `i` is the sentinel.
     #[inline]
     fn set_parent(&mut self, i: u32, parent: u32) {
+        self.profile(i, true);
         if i != NIL {
             self.nodes[i as usize].parent = parent;
         }
@@ -293,16 +315,19 @@ impl<T: Augment> Tree<T> {
 
     #[inline]
     fn kid(&self, i: u32, right: bool) -> u32 {
+        self.profile(i, false);
         self.nodes[i as usize].child[usize::from(right)]
     }
 
     #[inline]
     fn set_kid(&mut self, i: u32, right: bool, child: u32) {
+        self.profile(i, true);
         self.nodes[i as usize].child[usize::from(right)] = child;
     }
 
     #[inline]
     fn is_red(&self, i: u32) -> bool {
+        self.profile(i, false);
         self.nodes[i as usize].red
     }
 
@@ -310,6 +335,7 @@ impl<T: Augment> Tree<T> {
     /// sentinel stays black.
     #[inline]
     fn paint(&mut self, i: u32, red: bool) {
+        self.profile(i, true);
         self.nodes[i as usize].red = red;
     }
 
@@ -324,6 +350,7 @@ impl<T: Augment> Tree<T> {
         let xp = self.nodes[x as usize].parent;
         self.set_kid(x, right, inner);
         self.set_parent(inner, x);
+        self.profile(y, true);
         self.nodes[y as usize].parent = xp;
         self.replace_child(xp, x, y);
         self.set_kid(y, !right, x);
@@ -367,6 +394,7 @@ impl<T: Augment> Tree<T> {
             });
             z
         };
+        self.profile(z, true);
         if parent == NIL {
             self.root = z;
         } else {
@@ -422,6 +450,7 @@ impl<T: Augment> Tree<T> {
     /// slot indices stay put) into `z`'s position and colour.
     #[inline]
     pub(crate) fn unlink(&mut self, z: u32) -> (T, Unlinked) {
+        self.profile(z, true);
         let Node {
             child: [zl, zr],
             parent: zp,
@@ -455,10 +484,13 @@ impl<T: Augment> Tree<T> {
                 self.replace_child(yp, y, x);
                 self.set_parent(x, yp);
                 self.set_kid(y, true, zr);
+                self.profile(zr, true);
                 self.nodes[zr as usize].parent = y;
                 yp
             };
             self.replace_child(zp, z, y);
+            self.profile(y, true);
+            self.profile(zl, true);
             let n = &mut self.nodes[y as usize];
             n.parent = zp;
             n.child[0] = zl;

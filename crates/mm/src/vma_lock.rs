@@ -3,6 +3,7 @@
 use std::time::Instant;
 
 use crate::lockstat::{self, LockClass};
+use crate::profile;
 use crate::sync::{AtomicU32, Ordering};
 
 /// The per-VMA lock: a reader count and a writer bit in one word.
@@ -48,6 +49,7 @@ impl VmaLock {
             {
                 Ok(_) => {
                     lockstat::acquired(LockClass::VmaLock);
+                    profile::acquired(LockClass::VmaLock, self.addr(), false, false);
                     // Built only here, after the CAS: a guard made for a
                     // failed attempt (say by an eager `bool::then_some`)
                     // would release a hold nobody took, and let a writer
@@ -66,6 +68,9 @@ impl VmaLock {
         if prev & WRITER != 0 {
             return;
         }
+        // Recorded as held from here: the wait below is the acquisition's.
+        // The recorder ends the hold with `mmap_lock`'s (see `mm::profile`).
+        profile::acquired(LockClass::VmaLock, self.addr(), true, false);
         if prev == 0 {
             lockstat::acquired(LockClass::VmaLock);
             return;
@@ -83,6 +88,13 @@ impl VmaLock {
         lockstat::acquired_after_wait(LockClass::VmaLock, since);
     }
 
+    /// The lock's identity for the profile recorder.
+    #[inline]
+    fn addr(&self) -> u64 {
+        // A VMA lives in an `Arc` and never moves: its address names it.
+        std::ptr::from_ref(self) as usize as u64
+    }
+
     /// Whether a writer has claimed the VMA.
     pub(crate) fn is_write_locked(&self) -> bool {
         self.state.load(Ordering::Relaxed) & WRITER != 0
@@ -95,9 +107,17 @@ impl VmaLock {
 #[must_use = "the read lock is released when the guard drops"]
 pub(crate) struct VmaReadGuard<'a>(&'a VmaLock);
 
+impl Drop for VmaLock {
+    fn drop(&mut self) {
+        // The VMA goes: its lock's address may serve another.
+        profile::gone(self.addr());
+    }
+}
+
 impl Drop for VmaReadGuard<'_> {
     #[inline]
     fn drop(&mut self) {
+        profile::released(self.0.addr());
         // Release: the reader's accesses to the VMA happen before a
         // writer that sees the count drop goes on to replace it.
         self.0.state.fetch_sub(1, Ordering::Release);

@@ -65,6 +65,11 @@ impl Change<'_> {
     }
 }
 
+/// The part of a change's list in group `g`.
+fn mine<'a>(list: &[(usize, &'a Arc<Vma>)], g: usize) -> Vec<(usize, &'a Arc<Vma>)> {
+    list.iter().copied().filter(|&(h, _)| h == g).collect()
+}
+
 fn tree_of<'t>(trees: &'t mut [(Option<usize>, &mut Tree)], g: usize) -> &'t mut Tree {
     let at = trees
         .iter()
@@ -82,7 +87,11 @@ pub(super) type GroupLocks = Box<[CachePadded<RwSem<Tree>>]>;
 
 pub(super) fn group_locks(config: &Policy, nr: usize) -> GroupLocks {
     (0..nr)
-        .map(|_| CachePadded::new(sem(config, new_tree(config))))
+        .map(|_| {
+            let mut lock = sem(config, new_tree(config));
+            lock.mark_group();
+            CachePadded::new(lock)
+        })
         .collect()
 }
 
@@ -112,6 +121,22 @@ pub(super) fn apply_locked(
             (g, guard)
         })
         .collect();
+    if crate::profile::counting() {
+        // The same change a group at a time (the groups' trees are
+        // independent), so that the recorder gives each group's lock the
+        // lines of its own tree.
+        for (g, t) in guards.iter_mut() {
+            let g = *g;
+            let (removed, placed) = (mine(change.removed, g), mine(change.placed, g));
+            let part = Change {
+                removed: &removed,
+                placed: &placed,
+            };
+            part.apply(groups, &mut [(Some(g), &mut **t)]);
+            crate::profile::lines_belong_to(locks[g].key());
+        }
+        return contended;
+    }
     let mut trees: Vec<(Option<usize>, &mut Tree)> = guards
         .iter_mut()
         .map(|(g, t)| (Some(*g), &mut **t))
@@ -210,8 +235,11 @@ impl SplitLocked {
         // Every lock first, then the visit: the walk sees one consistent
         // set, as a walk under the kernel's single lock does.
         let guards: Vec<_> = self.groups.iter().map(|l| l.read()).collect();
-        for t in &guards {
-            tree_visit(t, first, last, f)?;
+        for (t, l) in guards.iter().zip(self.groups.iter()) {
+            let walked = tree_visit(t, first, last, f);
+            // Each group's tree is its own lock's data.
+            crate::profile::lines_belong_to(l.key());
+            walked?;
         }
         ControlFlow::Continue(())
     }

@@ -41,6 +41,34 @@ impl MapleIndex {
     }
 }
 
+/// The counting rule of this index for the profile recorder
+/// (`crate::profile`). The maple crate is not instrumented, so the count
+/// comes from the tree's shape ([`maple::MemStats`]: its height and its
+/// node size, in lines): a search (`find`, one per VMA of an overlap,
+/// a gap search) reads one node per level; a store or an erase reads the
+/// same path and writes the leaf (a new copy in RCU mode) and the slot of
+/// its parent that points at it, two nodes (one in a one-level tree); a
+/// whole tree built at fork writes every node. Nodes are counted whole,
+/// which overstates a search that reads only the pivots it compares.
+/// Computed only while a thread records: it walks the whole tree.
+fn profile(tree: &MapleVmas, searches: u32, stores: u32, built: bool) {
+    if !crate::profile::counting() {
+        return;
+    }
+    let s = tree.mem_stats();
+    if s.nodes == 0 {
+        return;
+    }
+    let per_node = s.bytes.div_ceil(s.nodes).div_ceil(crate::profile::LINE) as u32;
+    let height = s.height as u32;
+    let read = (searches + stores) * height * per_node;
+    let mut written = stores * height.min(2) * per_node;
+    if built {
+        written += s.nodes as u32 * per_node;
+    }
+    crate::profile::counted(read, written);
+}
+
 impl Default for MapleIndex {
     fn default() -> Self {
         MapleIndex::new()
@@ -54,11 +82,13 @@ impl VmaIndex for MapleIndex {
 
     fn find(&self, addr: u64) -> Option<Arc<Vma>> {
         let guard = self.guard();
+        profile(&self.tree, 1, 0, false);
         self.tree.load(addr, guard).map(ArcRef::to_arc)
     }
 
     fn find_next(&self, addr: u64) -> Option<Arc<Vma>> {
         let guard = self.guard();
+        profile(&self.tree, 1, 0, false);
         self.tree
             .find(addr, u64::MAX, guard)
             .map(|e| e.value().to_arc())
@@ -66,6 +96,7 @@ impl VmaIndex for MapleIndex {
 
     fn find_prev(&self, addr: u64) -> Option<Arc<Vma>> {
         let guard = self.guard();
+        profile(&self.tree, 1, 0, false);
         self.tree
             .find_rev(addr.checked_sub(1)?, 0, guard)
             .map(|e| e.value().to_arc())
@@ -80,7 +111,9 @@ impl VmaIndex for MapleIndex {
         // up two).
         let guard = self.guard();
         let mut from = start;
+        profile(&self.tree, 1, 0, false);
         while let Some(e) = self.tree.find(from, end - 1, guard) {
+            profile(&self.tree, 1, 0, false);
             out.push(e.value().to_arc());
             match e.last().checked_add(1) {
                 Some(next) if next < end => from = next,
@@ -98,6 +131,7 @@ impl VmaIndex for MapleIndex {
                 let entries = new.iter().map(|v| (v.start()..=v.end() - 1, Arc::clone(v)));
                 *tree = MapleTree::from_sorted_with(Direct, entries)
                     .expect("the caller keeps replace's conditions");
+                profile(tree, 0, 0, true);
                 return;
             }
         }
@@ -114,6 +148,7 @@ impl VmaIndex for MapleIndex {
         } else {
             self.tree.write()
         };
+        profile(&self.tree, 0, new.len() as u32, false);
         for v in new {
             w.store_range(v.start()..=v.end() - 1, Arc::clone(v))
                 .expect("the caller keeps replace's conditions");
@@ -123,12 +158,14 @@ impl VmaIndex for MapleIndex {
             // unlinks every subtree at once, as the kernel destroys the
             // tree at exit instead of erasing entry by entry.
             if let (Some(first), Some(last)) = (old.first(), old.last()) {
+                profile(&self.tree, 0, 1, false);
                 w.erase_range(first.start()..=last.end() - 1)
                     .expect("the caller keeps replace's conditions");
             }
             return;
         }
         for (s, e) in uncovered(old, new) {
+            profile(&self.tree, 0, 1, false);
             w.erase_range(s..=e - 1)
                 .expect("the caller keeps replace's conditions");
         }
@@ -139,6 +176,7 @@ impl VmaIndex for MapleIndex {
             return None;
         }
         let guard = self.guard();
+        profile(&self.tree, 1, 0, false);
         let a = self.tree.empty_area_rev(low, high - 1, len, guard).ok()?;
         Some(a + len)
     }
@@ -148,6 +186,7 @@ impl VmaIndex for MapleIndex {
             return None;
         }
         let guard = self.guard();
+        profile(&self.tree, 1, 0, false);
         self.tree.empty_area(low, high - 1, len, guard).ok()
     }
 

@@ -57,7 +57,39 @@ struct Leaf<V> {
     vals: [Option<V>; CAP],
 }
 
+// The counting rule of this tree for the profile recorder
+// (`crate::profile`): a search reads the used keys of each node on its
+// path (the scan reads them all) and, in a leaf, the value it hands out; a
+// walk reads the used slots of every node it enters; an edit writes the
+// slots it shifts or sets, from the first changed one to the end of the
+// used part, and a split, a merge or a loan writes the used part of both
+// nodes and their parent's slots. Each counted once per critical section
+// by the lines it spans.
 impl<V> Leaf<V> {
+    /// Tell the recorder that keys `[from, to)` were read or written.
+    #[inline(always)]
+    fn profile_keys(&self, from: usize, to: usize, write: bool) {
+        if crate::profile::counting() {
+            crate::profile::touch(&self.len, write);
+            crate::profile::touch_slice(&self.keys[from.min(CAP)..to.min(CAP)], write);
+        }
+    }
+
+    /// Tell the recorder that values `[from, to)` were read or written.
+    #[inline(always)]
+    fn profile_vals(&self, from: usize, to: usize, write: bool) {
+        if crate::profile::counting() {
+            crate::profile::touch_slice(&self.vals[from.min(CAP)..to.min(CAP)], write);
+        }
+    }
+
+    /// Keys and values `[from, len)` were written.
+    #[inline(always)]
+    fn profile_edit(&self, from: usize) {
+        self.profile_keys(from, self.len.max(from + 1), true);
+        self.profile_vals(from, self.len.max(from + 1), true);
+    }
+
     fn new() -> Self {
         Leaf {
             len: 0,
@@ -111,6 +143,18 @@ struct Internal {
 }
 
 impl Internal {
+    /// Tell the recorder that slots `[from, to)` were read or written.
+    #[inline(always)]
+    fn profile(&self, from: usize, to: usize, write: bool) {
+        if crate::profile::counting() {
+            let (from, to) = (from.min(CAP), to.min(CAP));
+            crate::profile::touch(&self.len, write);
+            crate::profile::touch_slice(&self.min_key[from..to], write);
+            crate::profile::touch_slice(&self.max_last[from..to], write);
+            crate::profile::touch_slice(&self.child[from..to], write);
+        }
+    }
+
     fn new() -> Self {
         Internal {
             len: 0,
@@ -296,13 +340,16 @@ impl<V> BTree<V> {
         let mut i = self.root;
         for _ in 1..self.height {
             let node = &self.internals[i as usize];
+            node.profile(0, node.len, false);
             if *key < node.min_key[0] {
                 return None;
             }
             i = node.child[node.route(key)];
         }
         let leaf = &self.leaves[i as usize];
+        leaf.profile_keys(0, leaf.len, false);
         let pos = search(&leaf.keys[..leaf.len], key).ok()?;
+        leaf.profile_vals(pos, pos + 1, false);
         leaf.vals[pos].as_ref()
     }
 
@@ -340,6 +387,7 @@ impl<V> BTree<V> {
             root.insert_at(0, old, self.summary(old, self.height));
             root.insert_at(1, right, self.summary(right, self.height));
             self.root = self.alloc_internal(root);
+            self.internals[self.root as usize].profile(0, 2, true);
             self.height += 1;
         }
         self.len += 1;
@@ -358,12 +406,14 @@ impl<V> BTree<V> {
     ) -> Result<Option<u32>, Errno> {
         if level == 1 {
             let leaf = &mut self.leaves[i as usize];
+            leaf.profile_keys(0, leaf.len, false);
             let pos = match search(&leaf.keys[..leaf.len], &key) {
                 Ok(_) => return Err(Errno::EEXIST),
                 Err(pos) => pos,
             };
             if leaf.len < CAP {
                 leaf.insert_at(pos, key, value);
+                leaf.profile_edit(pos);
                 return Ok(None);
             }
             let mut right = Leaf::new();
@@ -373,8 +423,13 @@ impl<V> BTree<V> {
             } else {
                 right.insert_at(pos - MIN, key, value);
             }
-            return Ok(Some(self.alloc_leaf(right)));
+            leaf.profile_edit(0);
+            let right = self.alloc_leaf(right);
+            self.leaves[right as usize].profile_edit(0);
+            return Ok(Some(right));
         }
+        let node = &self.internals[i as usize];
+        node.profile(0, node.len, false);
         let slot = self.internals[i as usize].route(&key);
         let child = self.internals[i as usize].child[slot];
         let split = self.insert_rec(child, level - 1, key, value)?;
@@ -382,6 +437,7 @@ impl<V> BTree<V> {
             let node = &mut self.internals[i as usize];
             node.min_key[slot] = node.min_key[slot].min(key);
             node.max_last[slot] = node.max_last[slot].max(key.last);
+            node.profile(slot, slot + 1, true);
             return Ok(None);
         };
         let left_summary = self.summary(child, level - 1);
@@ -390,6 +446,7 @@ impl<V> BTree<V> {
         node.set_summary(slot, left_summary);
         if node.len < CAP {
             node.insert_at(slot + 1, new_child, right_summary);
+            node.profile(slot, node.len, true);
             return Ok(None);
         }
         let mut right = Internal::new();
@@ -399,7 +456,11 @@ impl<V> BTree<V> {
         } else {
             right.insert_at(slot + 1 - MIN, new_child, right_summary);
         }
-        Ok(Some(self.alloc_internal(right)))
+        node.profile(0, node.len, true);
+        let right = self.alloc_internal(right);
+        let r = &self.internals[right as usize];
+        r.profile(0, r.len, true);
+        Ok(Some(right))
     }
 
     pub(crate) fn remove(&mut self, key: &Key) -> Option<V> {
@@ -427,10 +488,13 @@ impl<V> BTree<V> {
     fn remove_rec(&mut self, i: u32, level: usize, key: &Key) -> Option<V> {
         if level == 1 {
             let leaf = &mut self.leaves[i as usize];
+            leaf.profile_keys(0, leaf.len, false);
             let pos = search(&leaf.keys[..leaf.len], key).ok()?;
+            leaf.profile_edit(pos);
             return leaf.remove_at(pos);
         }
         let node = &self.internals[i as usize];
+        node.profile(0, node.len, false);
         if *key < node.min_key[0] {
             return None;
         }
@@ -455,6 +519,7 @@ impl<V> BTree<V> {
                 self.internals[child as usize].min_key[0]
             };
             self.internals[i as usize].set_summary(slot, (min, max));
+            self.internals[i as usize].profile(slot, slot + 1, true);
         }
         Some(value)
     }
@@ -517,6 +582,18 @@ impl<V> BTree<V> {
                 b.insert_at(0, c, s);
             }
         }
+        if crate::profile::counting() {
+            if level == 1 {
+                self.leaves[l as usize].profile_edit(0);
+                self.leaves[r as usize].profile_edit(0);
+            } else {
+                let (a, b) = (&self.internals[l as usize], &self.internals[r as usize]);
+                a.profile(0, a.len.max(1), true);
+                b.profile(0, b.len.max(1), true);
+            }
+            let parent = &self.internals[p as usize];
+            parent.profile(left, parent.len, true);
+        }
         let left_summary = self.summary(l, level);
         if total <= CAP {
             if level == 1 {
@@ -559,6 +636,8 @@ impl<V> BTree<V> {
     ) -> ControlFlow<()> {
         if level == 1 {
             let leaf = &self.leaves[i as usize];
+            leaf.profile_keys(0, leaf.len, false);
+            leaf.profile_vals(0, leaf.len, false);
             for (key, value) in leaf.keys[..leaf.len].iter().zip(&leaf.vals) {
                 if key.first > last {
                     // Every later entry starts later still.
@@ -573,6 +652,7 @@ impl<V> BTree<V> {
             return ControlFlow::Continue(());
         }
         let node = &self.internals[i as usize];
+        node.profile(0, node.len, false);
         for j in 0..node.len {
             if node.min_key[j].first > last {
                 break;

@@ -250,6 +250,10 @@ impl<V> Itree<V> {
             return Err(Errno::EINVAL);
         }
         let key = Key::new(first, last, id);
+        // The profile recorder counts the tree's header (root, length,
+        // arenas) as written by an edit and read by a query, besides the
+        // nodes each kind reports.
+        crate::profile::touch(self, true);
         match &mut self.inner {
             Inner::Rb(t) => t.insert(key, value),
             Inner::BTree(t) => t.insert(key, value),
@@ -269,6 +273,7 @@ impl<V> Itree<V> {
     /// ```
     pub fn remove(&mut self, first: u64, last: u64, id: u64) -> Option<V> {
         let key = Key::new(first, last, id);
+        crate::profile::touch(self, true);
         match &mut self.inner {
             Inner::Rb(t) => t.remove(&key),
             Inner::BTree(t) => t.remove(&key),
@@ -286,6 +291,7 @@ impl<V> Itree<V> {
     /// ```
     pub fn get(&self, first: u64, last: u64, id: u64) -> Option<&V> {
         let key = Key::new(first, last, id);
+        crate::profile::touch(self, false);
         match &self.inner {
             Inner::Rb(t) => t.get(&key),
             Inner::BTree(t) => t.get(&key),
@@ -323,6 +329,7 @@ impl<V> Itree<V> {
             return ControlFlow::Continue(());
         }
         let mut f = f;
+        crate::profile::touch(self, false);
         match &self.inner {
             Inner::Rb(t) => t.visit_overlap(first, last, &mut f),
             Inner::BTree(t) => t.visit_overlap(first, last, &mut f),

@@ -122,6 +122,7 @@ impl<T> DerefMut for WriteGuard<'_, T> {
 
 impl<T> Drop for ReadGuard<'_, T> {
     fn drop(&mut self) {
+        crate::profile::released(self.sem.key());
         // The std kind releases when its own guard (a field) drops.
         if let Raw::Sem(raw) = &self.sem.raw {
             raw.read_unlock();
@@ -131,6 +132,7 @@ impl<T> Drop for ReadGuard<'_, T> {
 
 impl<T> Drop for WriteGuard<'_, T> {
     fn drop(&mut self) {
+        crate::profile::released(self.sem.key());
         if let Raw::Sem(raw) = &self.sem.raw {
             raw.write_unlock();
         }

@@ -44,6 +44,7 @@ use std::str::FromStr;
 use std::time::Instant;
 
 use crate::lockstat::{self, LockClass};
+use crate::profile;
 use std::sync::{LockResult, TryLockError, TryLockResult};
 
 use crate::sync::RwLock;
@@ -114,6 +115,13 @@ pub(crate) enum Raw {
     Sem(RawRwSem),
 }
 
+impl Drop for Raw {
+    fn drop(&mut self) {
+        // The lock's address may serve another lock from now on.
+        profile::gone(std::ptr::from_ref(self) as usize as u64);
+    }
+}
+
 /// A reader-writer lock of a chosen [`LockKind`], counted in
 /// [`lockstat`] under its [`LockClass`].
 ///
@@ -138,6 +146,12 @@ pub(crate) enum Raw {
 pub struct RwSem<T> {
     kind: LockKind,
     class: LockClass,
+    /// One i_mmap group's lock (for the profile recorder, `mm::profile`).
+    group: bool,
+    /// The profile recorder's name for a lock made while a thread records
+    /// (0 otherwise): such a lock may move (an address space is a value),
+    /// so its address does not name it.
+    id: u64,
     raw: Raw,
     cell: cell::LockCell<T>,
 }
@@ -187,9 +201,39 @@ impl<T> RwSem<T> {
         RwSem {
             kind,
             class,
+            group: false,
+            id: profile::new_id(),
             raw,
             cell: cell::LockCell::new(value),
         }
+    }
+
+    /// Mark this lock as one i_mmap group's lock, as opposed to a lock of
+    /// the whole file: what the profile recorder reports (`mm::profile`).
+    pub(crate) fn mark_group(&mut self) {
+        self.group = true;
+    }
+
+    /// The lock's identity for the profile recorder: the address of the
+    /// lock proper (whose drop the recorder hears of).
+    #[inline]
+    pub(crate) fn addr(&self) -> usize {
+        std::ptr::from_ref(&self.raw) as usize
+    }
+
+    /// The name the profile recorder knows the lock by.
+    #[inline]
+    pub(crate) fn key(&self) -> u64 {
+        if self.id != 0 {
+            self.id
+        } else {
+            self.addr() as u64
+        }
+    }
+
+    #[inline]
+    fn record(&self, write: bool) {
+        profile::acquired(self.class, self.key(), write, self.group);
     }
 
     /// The lock's kind.
@@ -214,10 +258,12 @@ impl<T> RwSem<T> {
         match &self.raw {
             Raw::Std(l) => {
                 let g = std_acquire(self.class, || l.try_read(), || l.read());
+                self.record(false);
                 ReadGuard::new(self, Some(g))
             }
             Raw::Sem(s) => {
                 s.read_lock();
+                self.record(false);
                 ReadGuard::new(self, None)
             }
         }
@@ -235,10 +281,12 @@ impl<T> RwSem<T> {
         match &self.raw {
             Raw::Std(l) => {
                 let g = std_acquire(self.class, || l.try_write(), || l.write());
+                self.record(true);
                 WriteGuard::new(self, Some(g))
             }
             Raw::Sem(s) => {
                 s.write_lock();
+                self.record(true);
                 WriteGuard::new(self, None)
             }
         }
@@ -266,6 +314,7 @@ impl<T> RwSem<T> {
         match got {
             Some(std) => {
                 lockstat::acquired(self.class);
+                self.record(false);
                 Some(ReadGuard::new(self, std))
             }
             None => {
@@ -297,6 +346,7 @@ impl<T> RwSem<T> {
         match got {
             Some(std) => {
                 lockstat::acquired(self.class);
+                self.record(true);
                 Some(WriteGuard::new(self, std))
             }
             None => {
@@ -369,6 +419,10 @@ impl<T: fmt::Debug> fmt::Debug for RwSem<T> {
             Raw::Std(l) => l.try_read().ok().map(|g| ReadGuard::new(self, Some(g))),
             Raw::Sem(s) => s.try_read_lock().then(|| ReadGuard::new(self, None)),
         };
+        if guard.is_some() {
+            // Its guard's drop records a release: record the hold.
+            self.record(false);
+        }
         match guard {
             Some(g) => d.field("data", &&*g),
             None => d.field("data", &format_args!("<locked>")),

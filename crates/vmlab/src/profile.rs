@@ -1,0 +1,508 @@
+//! Recording a workload's profile ([`vmproject::Profile`]): what one
+//! worker's operations do, step by step, for the projection to replay on
+//! machines with many CPUs.
+//!
+//! [`record`] measures one worker's throughput without the recorder, then
+//! runs the job of worker 0 and the job of worker 1 of a two-worker
+//! fixture, one after the other on the calling thread, with the model's
+//! recorder ([`mm::profile`]) on. A lock instance both workers took is one
+//! every CPU shares ([`Scope::Shared`]), one only a worker took exists
+//! once per CPU ([`Scope::Worker`]); an i_mmap group's lock is one per
+//! group ([`Scope::Group`]) either way. Worker 0's operations become the
+//! profile's steps, their run times scaled to the measured throughput.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use mm::lockstat::LockClass as MmClass;
+use mm::policy::{ImapDesign, LockKind as MmKind};
+use mm::profile::{self, Event, What};
+use mm::topology;
+use vmproject::profile::{Conversion, FORMAT};
+use vmproject::{LockClass, LockKind, LockRef, Profile, Scope, Step};
+
+use crate::run::harness::{self, Fixture, Spec, Timing};
+use crate::run::workload::Job;
+use crate::LabError;
+
+/// Steps of a job between two drains of a recording whose events are not
+/// kept (the second worker's warm-up).
+const DRAIN_EVERY: u32 = 256;
+
+/// One worker's recorded operations, each its events from the mark that
+/// opens it to the mark that closes it.
+type Ops = Vec<Vec<Event>>;
+
+/// The mark the recorder gets at each operation boundary.
+const OP: u64 = 1;
+
+/// Records `ops` operations of `spec`'s workload at one worker (see the
+/// [module docs](self)). `timing` is the one-worker throughput
+/// measurement's (its warm-up also warms each recorded worker up). For
+/// the `adaptive` i_mmap design the profile of `distributed`, which it
+/// converts to, comes along in [`Profile::converts_to`].
+///
+/// Errors: `ops` of 0, a workload the mode does not run, a failed
+/// operation, or a profile that does not validate.
+pub fn record(spec: &Spec, ops: usize, timing: &Timing) -> Result<Profile, LabError> {
+    if ops == 0 {
+        return Err(LabError("profile: record at least one operation".into()));
+    }
+    let mut profile = record_one(spec, ops, timing)?;
+    if spec.design.imap == ImapDesign::Adaptive {
+        let mut to = spec.clone();
+        to.design.imap = ImapDesign::Distributed;
+        let distributed = record_one(&to, ops, timing)?;
+        profile.converts_to = Some(Box::new(Conversion {
+            after: spec.policy().adaptive.convert_after,
+            profile: distributed,
+        }));
+    }
+    profile
+        .validate()
+        .map_err(|e| LabError(format!("profile: {e}")))?;
+    Ok(profile)
+}
+
+fn record_one(spec: &Spec, ops: usize, timing: &Timing) -> Result<Profile, LabError> {
+    let err = |e: String| {
+        LabError(format!(
+            "profile of {} ({}): {e}",
+            spec.workload,
+            spec.mode.name()
+        ))
+    };
+    // (1) One worker's rate, without the recorder.
+    let one = Spec {
+        threads: 1,
+        ..spec.clone()
+    };
+    let rate = harness::measure(&one, timing).map_err(err)?.ops_per_sec();
+    if !(rate.is_finite() && rate > 0.0) {
+        return Err(err(format!(
+            "one worker ran no operations in {:?}",
+            timing.duration
+        )));
+    }
+    // (2) Workers 0 and 1 of a two-worker fixture, one after the other.
+    let two = Spec {
+        threads: 2,
+        ..spec.clone()
+    };
+    let (first, second) = record_two(&two, ops, timing.warmup).map_err(err)?;
+    // (3) Scopes, (4) steps.
+    let mut profile = convert(spec, rate, &first, &second);
+    profile.calibrate();
+    Ok(profile)
+}
+
+/// Worker 0's and worker 1's events, each split at operation boundaries
+/// (`ops` operations each), in one recording so that lock instances
+/// compare between them.
+fn record_two(spec: &Spec, ops: usize, warmup: Duration) -> Result<(Ops, Ops), String> {
+    let fixture = Fixture::build(spec)?;
+    let mut job0 = fixture.job(0)?;
+    let mut job1 = fixture.job(1)?;
+    let (vcpu0, pin0) = spec.vcpu(0);
+    let (vcpu1, pin1) = spec.vcpu(1);
+    let bound = |vcpu, pin| {
+        topology::bind(&spec.topology, vcpu, pin).map_err(|e| format!("binding to CPU {vcpu}: {e}"))
+    };
+    let result = (|| -> Result<(Vec<Event>, Vec<Event>), String> {
+        bound(vcpu0, pin0)?;
+        warm(&mut job0, warmup, false)?;
+        profile::start();
+        let first = run_ops(&mut job0, ops)?;
+        // Worker 1 warms up recorded (its events dropped), so that the
+        // recorder hears of every lock freed meanwhile.
+        topology::unbind();
+        bound(vcpu1, pin1)?;
+        warm(&mut job1, warmup, true)?;
+        let _ = profile::take();
+        let second = run_ops(&mut job1, ops)?;
+        Ok((first, second))
+    })();
+    let _ = profile::stop();
+    topology::unbind();
+    let (first, second) = result?;
+    job0.finish()?;
+    job1.finish()?;
+    Ok((split(first), split(second)))
+}
+
+/// Steps `job` for `warmup` (at least one step), dropping what the
+/// recorder, if on, records meanwhile.
+fn warm(job: &mut Job<'_>, warmup: Duration, drain: bool) -> Result<(), String> {
+    let until = std::time::Instant::now() + warmup;
+    let mut steps = 0u32;
+    loop {
+        job.step()?;
+        steps = steps.wrapping_add(1);
+        if drain && steps % DRAIN_EVERY == 0 {
+            let _ = profile::take();
+        }
+        if std::time::Instant::now() >= until {
+            return Ok(());
+        }
+    }
+}
+
+/// Runs `ops` operations with a mark before each and after the last: an
+/// operation is what the harness counts as one (a step that completes
+/// none, as `page_fault3`'s mapping, belongs to the next).
+fn run_ops(job: &mut Job<'_>, ops: usize) -> Result<Vec<Event>, String> {
+    let guard = maple::pin();
+    let mut done = 0u64;
+    profile::mark(OP);
+    while done < ops as u64 {
+        let n = job.step_in(&guard)?;
+        if n > 0 {
+            done += n;
+            profile::mark(OP);
+        }
+    }
+    Ok(profile::take())
+}
+
+/// The events between consecutive marks, each starting with the mark
+/// that opens it and ending with the one that closes it.
+fn split(events: Vec<Event>) -> Vec<Vec<Event>> {
+    let marks: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.what == What::Mark(OP))
+        .map(|(i, _)| i)
+        .collect();
+    marks
+        .windows(2)
+        .map(|w| events[w[0]..=w[1]].to_vec())
+        .collect()
+}
+
+fn class(c: MmClass) -> LockClass {
+    match c {
+        MmClass::MmapLock => LockClass::MmapLock,
+        MmClass::VmaLock => LockClass::VmaLock,
+        MmClass::IMmap => LockClass::IMmap,
+        MmClass::AnonVma => LockClass::AnonVma,
+    }
+}
+
+/// The algorithm of a lock of `class` in a run with reverse-map locks of
+/// `kind`.
+fn kind(class: LockClass, kind: MmKind) -> LockKind {
+    match class {
+        LockClass::MmapLock => LockKind::Rwsem,
+        LockClass::VmaLock => LockKind::Vma,
+        LockClass::IMmap | LockClass::AnonVma => match kind {
+            MmKind::Std => LockKind::Std,
+            MmKind::Rwsem => LockKind::Rwsem,
+            MmKind::Numa => LockKind::Numa,
+        },
+    }
+}
+
+/// What the recording says of one lock instance.
+struct Seen {
+    group: bool,
+}
+
+fn instances(ops: &[Vec<Event>], into: &mut HashMap<u64, Seen>) -> HashSet<u64> {
+    let mut mine = HashSet::new();
+    for e in ops.iter().flatten() {
+        if let What::Acquire { lock, group, .. } = e.what {
+            mine.insert(lock);
+            let s = into.entry(lock).or_insert(Seen { group });
+            s.group |= group;
+        }
+    }
+    mine
+}
+
+/// The profile of worker 0's operations.
+///
+/// Every [`Scope::Shared`] or [`Scope::Group`] instance is a lock of its
+/// own in [`Profile::locks`]. Instances one worker alone takes are never
+/// contended, so they are pooled: within an operation, each gets the
+/// first lock of its class and scope that no other instance holds at the
+/// time (brk1's VMA locks, new every operation, are one lock).
+fn convert(spec: &Spec, rate: f64, first: &[Vec<Event>], second: &[Vec<Event>]) -> Profile {
+    let mut seen = HashMap::new();
+    let mine = instances(first, &mut seen);
+    let theirs = instances(second, &mut seen);
+    let scope = |lock: u64| {
+        let s = &seen[&lock];
+        if s.group {
+            Scope::Group
+        } else if mine.contains(&lock) && theirs.contains(&lock) {
+            Scope::Shared
+        } else {
+            Scope::Worker
+        }
+    };
+    let mut locks: Vec<LockRef> = Vec::new();
+    let mut shared: HashMap<u64, u32> = HashMap::new();
+    let mut ops = Vec::with_capacity(first.len());
+    for events in first {
+        // Instance -> (lock index, holds deep) in this operation.
+        let mut held: HashMap<u64, (u32, u32)> = HashMap::new();
+        let mut steps = Vec::new();
+        let mut last = events.first().map(|e| e.at).unwrap_or_default();
+        for e in events {
+            let ns = e.at.saturating_sub(last).as_nanos() as f64;
+            last = e.at;
+            if ns > 0.0 {
+                steps.push(Step::Run { ns });
+            }
+            match e.what {
+                What::Acquire {
+                    class: c,
+                    lock,
+                    write,
+                    ..
+                } => {
+                    if let Some(h) = held.get_mut(&lock) {
+                        // Taken again while held (a nested read): one hold.
+                        h.1 += 1;
+                        continue;
+                    }
+                    let sc = scope(lock);
+                    let index = if sc == Scope::Worker {
+                        let c = class(c);
+                        let busy: HashSet<u32> = held.values().map(|h| h.0).collect();
+                        let free = locks.iter().enumerate().position(|(i, l)| {
+                            l.class == c && l.scope == Scope::Worker && !busy.contains(&(i as u32))
+                        });
+                        free.map(|i| i as u32).unwrap_or_else(|| {
+                            locks.push(LockRef {
+                                class: c,
+                                kind: kind(c, spec.design.lock),
+                                scope: Scope::Worker,
+                            });
+                            locks.len() as u32 - 1
+                        })
+                    } else {
+                        *shared.entry(lock).or_insert_with(|| {
+                            let c = class(c);
+                            locks.push(LockRef {
+                                class: c,
+                                kind: kind(c, spec.design.lock),
+                                scope: sc,
+                            });
+                            locks.len() as u32 - 1
+                        })
+                    };
+                    held.insert(lock, (index, 1));
+                    steps.push(Step::Acquire { lock: index, write });
+                }
+                What::Release { lock } => {
+                    let Some(h) = held.get_mut(&lock) else {
+                        // Taken before the operation began.
+                        continue;
+                    };
+                    h.1 -= 1;
+                    if h.1 == 0 {
+                        let index = h.0;
+                        held.remove(&lock);
+                        steps.push(Step::Release { lock: index });
+                    }
+                }
+                What::Lines {
+                    lock,
+                    read,
+                    written,
+                } => {
+                    if let Some(&(index, _)) = held.get(&lock) {
+                        steps.push(Step::Lines {
+                            lock: index,
+                            read,
+                            written,
+                        });
+                    }
+                }
+                What::Mark(_) => {}
+            }
+        }
+        // A hold the operation did not end (none is expected: every lock
+        // is released within an operation) ends with it.
+        let mut open: Vec<u32> = held.values().map(|h| h.0).collect();
+        open.sort_unstable();
+        steps.extend(open.into_iter().map(|lock| Step::Release { lock }));
+        ops.push(steps);
+    }
+    Profile {
+        format: FORMAT,
+        workload: spec.workload.name().to_string(),
+        mode: spec.mode.name().to_string(),
+        index: spec.design.index.to_string(),
+        imap: spec.design.imap.to_string(),
+        lock: spec.design.lock.to_string(),
+        anon_rule: spec.design.anon_rule,
+        recorded_on: spec.topology.to_string(),
+        ops_per_sec: rate,
+        locks,
+        ops,
+        converts_to: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::harness::{Design, Mode};
+    use crate::run::workload::Workload;
+
+    fn spec(workload: Workload, mode: Mode, imap: ImapDesign) -> Spec {
+        Spec {
+            workload,
+            mode,
+            design: Design {
+                imap,
+                ..Design::default()
+            },
+            threads: 1,
+            resident: 20,
+            resident_vmas: 20,
+            topology: std::sync::Arc::new(mm::topology::Topology::emulated(2, 2).unwrap()),
+            pin: false,
+        }
+    }
+
+    fn timing() -> Timing {
+        Timing {
+            warmup: Duration::from_millis(5),
+            duration: Duration::from_millis(20),
+        }
+    }
+
+    fn scopes(p: &Profile, c: LockClass) -> Vec<Scope> {
+        p.locks
+            .iter()
+            .filter(|l| l.class == c)
+            .map(|l| l.scope)
+            .collect()
+    }
+
+    fn lines(p: &Profile, c: LockClass) -> u32 {
+        p.ops
+            .iter()
+            .flatten()
+            .map(|s| match *s {
+                Step::Lines {
+                    lock,
+                    read,
+                    written,
+                } if p.locks[lock as usize].class == c => read + written,
+                _ => 0,
+            })
+            .sum()
+    }
+
+    #[test]
+    fn profile_brk1_processes_takes_only_its_own_locks() {
+        let p = record(
+            &spec(Workload::Brk1, Mode::Processes, ImapDesign::Single),
+            50,
+            &timing(),
+        )
+        .unwrap();
+        assert_eq!(p.ops.len(), 50);
+        assert!(!p.locks.is_empty());
+        assert!(
+            p.locks.iter().all(|l| l.scope == Scope::Worker),
+            "{:?}",
+            p.locks
+        );
+        assert_eq!(scopes(&p, LockClass::MmapLock), vec![Scope::Worker]);
+        assert!(lines(&p, LockClass::MmapLock) > 0);
+        assert!((p.mean_op_ns() - 1e9 / p.ops_per_sec).abs() < 1e-6 * p.mean_op_ns());
+    }
+
+    #[test]
+    fn profile_brk1_threads_shares_mmap_lock() {
+        let p = record(
+            &spec(Workload::Brk1, Mode::Threads, ImapDesign::Single),
+            50,
+            &timing(),
+        )
+        .unwrap();
+        assert_eq!(scopes(&p, LockClass::MmapLock), vec![Scope::Shared]);
+        let step = p.ops[0].iter().find(|s| matches!(s, Step::Acquire { .. }));
+        assert_eq!(
+            step,
+            Some(&Step::Acquire {
+                lock: 0,
+                write: true
+            })
+        );
+    }
+
+    #[test]
+    fn profile_execl_single_shares_an_i_mmap_lock_with_lines() {
+        let p = record(
+            &spec(Workload::Execl, Mode::Processes, ImapDesign::Single),
+            20,
+            &timing(),
+        )
+        .unwrap();
+        let imap = scopes(&p, LockClass::IMmap);
+        assert!(imap.contains(&Scope::Shared), "{imap:?}");
+        assert!(!imap.contains(&Scope::Group));
+        assert!(lines(&p, LockClass::IMmap) > 0);
+        // The address space is each exec's own.
+        assert!(scopes(&p, LockClass::MmapLock)
+            .iter()
+            .all(|&s| s == Scope::Worker));
+    }
+
+    #[test]
+    fn profile_execl_split_locked_takes_group_locks() {
+        let p = record(
+            &spec(Workload::Execl, Mode::Processes, ImapDesign::SplitLocked),
+            20,
+            &timing(),
+        )
+        .unwrap();
+        let imap = scopes(&p, LockClass::IMmap);
+        assert!(imap.contains(&Scope::Group), "{imap:?}");
+        assert!(lines(&p, LockClass::IMmap) > 0);
+    }
+
+    #[test]
+    fn profile_adaptive_carries_its_distributed_profile() {
+        let p = record(
+            &spec(Workload::Execl, Mode::Processes, ImapDesign::Adaptive),
+            10,
+            &timing(),
+        )
+        .unwrap();
+        let c = p.converts_to.as_ref().expect("adaptive converts");
+        assert_eq!(c.profile.imap, "distributed");
+        assert_eq!(c.after, mm::policy::AdaptiveConfig::default().convert_after);
+        assert!(scopes(&c.profile, LockClass::IMmap).contains(&Scope::Group));
+        assert!(c.profile.validate().is_ok());
+    }
+
+    #[test]
+    fn profile_every_workload_validates() {
+        for w in Workload::ALL {
+            for mode in Mode::ALL {
+                if mode == Mode::Threads && w.processes_only().is_some() {
+                    continue;
+                }
+                let p = record(&spec(w, mode, ImapDesign::Single), 8, &timing())
+                    .unwrap_or_else(|e| panic!("{w} {}: {e}", mode.name()));
+                assert_eq!(p.validate(), Ok(()));
+                assert_eq!(p.ops.len(), 8, "{w}");
+                assert_eq!(p.workload, w.name());
+                assert_eq!(p.recorded_on, "2x2");
+            }
+        }
+    }
+
+    #[test]
+    fn profile_of_no_operations_is_refused() {
+        let s = spec(Workload::Brk1, Mode::Processes, ImapDesign::Single);
+        assert!(record(&s, 0, &timing()).is_err());
+    }
+}
