@@ -146,28 +146,36 @@
 //!
 //! # Measurement
 //!
-//! Each CPU warms up for `ops_per_cpu / 5` operations (rounded up), then
-//! is measured for [`Config::ops_per_cpu`] operations, from the
+//! Each CPU warms up for `ops_per_cpu / 5` operations (rounded up); its
+//! window then begins, for [`Config::ops_per_cpu`] operations, from the
 //! completion of its last warm-up operation to the completion of its last
-//! measured one; the simulation runs until every CPU has finished its
+//! measured one. The simulation runs until every CPU has finished its
 //! window (CPUs that finish early keep running, so contention does not
-//! drop). A CPU's rate is its measured operations over its window, and
-//! [`Projection::ops_per_sec`] is the sum of the CPUs' rates.
+//! drop).
+//!
+//! Throughput is counted over one window for the whole machine, from the
+//! moment the last CPU's window begins to the end of the simulation:
+//! [`Projection::ops_per_sec`] is the operations all CPUs completed in it
+//! over its length, in simulated time. An operation under way at either
+//! end counts by the fraction of its CPU's previous operation's time that
+//! has passed (at most one operation): a CPU whose operations take a
+//! constant time counts exactly, so the closed-form cases come out exact.
 //!
 //! A lock that lets running CPUs barge past sleeping ones (std) can starve
-//! a CPU for the whole run. So the simulation also stops once all CPUs
-//! together have completed [`STARVED`] times the operations a fair run
-//! needs; a CPU whose window is not finished then counts with the
-//! operations it completed in its window so far. A CPU that has not
-//! finished its warm-up by the time all CPUs together have completed
-//! twice the warm-up operations of a fair run starts its window then, so
-//! that a starved CPU's waiting shows in the breakdown.
+//! a CPU for the whole run. So a CPU that has not finished its warm-up by
+//! the time all CPUs together have completed twice the warm-up operations
+//! of a fair run begins its window then, and the simulation also stops
+//! once the CPUs together have completed, since the machine's window
+//! began, [`STARVED`] times the operations of every CPU's window; windows
+//! not finished then end there.
 //!
-//! The breakdown adds up, over every CPU's window, where its time went:
-//! outside locks, and per lock class held (including transfers), spinning
-//! (including the spin queue) and sleeping (including the sleep and wake
-//! costs); it is given as shares of the total, which sum to 1. A `Run`
-//! while holding several locks is counted to the one taken last.
+//! The breakdown adds up, over every CPU's own window, where its time
+//! went: outside locks, and per lock class held (including transfers),
+//! spinning (including the spin queue) and sleeping (including the sleep
+//! and wake costs); it is given as shares of the total, which sum to 1.
+//! A `Run` while holding several locks is counted to the one taken last.
+//! The per-CPU windows make each CPU's shares exact; with an unfair lock
+//! they cover different stretches of time for different CPUs.
 //!
 //! Not modelled: preemption and other threads, the cost of the spin
 //! queue's own lines, cache capacity (lines never get evicted),
@@ -205,11 +213,11 @@ pub const STD_SPIN_NS: f64 = 100.0 * 20.0;
 /// lab's `mm::lock::MAX_LOCAL_HANDOFFS`.
 pub const MAX_LOCAL_HANDOFFS: u32 = 64;
 
-/// The simulation stops once the CPUs together have completed this many
-/// times the operations a fair run needs (warm-up and window of every
-/// CPU), even if a lock starved some CPU of its window: see the module
+/// The simulation stops once the CPUs together have completed, since the
+/// last CPU's window began, this many times the operations of every CPU's
+/// window, even if a lock starved some CPU of its window: see the module
 /// docs, *Measurement*.
-pub const STARVED: usize = 8;
+pub const STARVED: usize = 2;
 
 /// A CPU that has not finished its warm-up when all CPUs together have
 /// completed this many times the warm-up operations of a fair run is
@@ -514,6 +522,9 @@ struct Cpu {
     held: Vec<u32>,
     done: usize,
     measuring: bool,
+    /// Its last two operations' completion times.
+    t_prev: f64,
+    t_last: f64,
     /// Operations done when its window began (`usize::MAX`: not yet).
     base: usize,
     win_start: f64,
@@ -703,6 +714,11 @@ struct Sim<'a> {
     /// if a lock starves some CPU of its window.
     ops: usize,
     cap: usize,
+    /// CPUs whose windows have begun; when the last one began, and every
+    /// CPU's [`Sim::progress`] then.
+    started: usize,
+    t_start: Option<f64>,
+    p_start: Vec<f64>,
     stage: usize,
     contended: u64,
     converted_at: Option<f64>,
@@ -798,7 +814,10 @@ impl<'a> Sim<'a> {
             measure: config.ops_per_cpu,
             finished: 0,
             ops: 0,
-            cap: STARVED * n * (config.ops_per_cpu + config.ops_per_cpu.div_ceil(5)),
+            started: 0,
+            t_start: None,
+            p_start: vec![0.0; n],
+            cap: usize::MAX,
             stage: 0,
             contended: 0,
             converted_at: None,
@@ -827,6 +846,8 @@ impl<'a> Sim<'a> {
                 held: Vec::with_capacity(max_held.unwrap_or(0)),
                 done: 0,
                 measuring: false,
+                t_prev: f64::NEG_INFINITY,
+                t_last: f64::NEG_INFINITY,
                 base: usize::MAX,
                 win_start: 0.0,
                 win_end: 0.0,
@@ -900,23 +921,15 @@ impl<'a> Sim<'a> {
             workload: profile.workload.clone(),
             machine: machine.name.clone(),
         };
-        let mut rate = 0.0;
-        for cpu in &self.cpus {
-            let window = cpu.win_end - cpu.win_start;
-            if cpu.base == usize::MAX {
-                continue;
-            }
-            let ops = cpu.done.min(cpu.base + self.measure) - cpu.base;
-            if ops == self.measure && window <= 0.0 {
-                return Err(no_time());
-            }
-            if ops > 0 && window > 0.0 {
-                rate += ops as f64 / window;
-            }
-        }
-        if rate <= 0.0 {
+        let start = self.t_start.unwrap_or(self.now);
+        let span = self.now - start;
+        if span <= 0.0 {
             return Err(no_time());
         }
+        let ops: f64 = (0..self.cpus.len())
+            .map(|c| self.progress(c) - self.p_start[c])
+            .sum();
+        let rate = ops / span;
         let total = self.outside
             + self
                 .classes
@@ -1090,10 +1103,13 @@ impl<'a> Sim<'a> {
         let measure = self.measure;
         let cpu = &mut self.cpus[c];
         cpu.done += 1;
+        cpu.t_prev = cpu.t_last;
+        cpu.t_last = now;
         if cpu.base == usize::MAX && cpu.done == warmup {
             cpu.measuring = true;
             cpu.base = warmup;
             cpu.win_start = now;
+            self.started += 1;
         }
         if cpu.measuring && cpu.done == cpu.base + measure {
             cpu.measuring = false;
@@ -1115,8 +1131,30 @@ impl<'a> Sim<'a> {
                 cpu.measuring = true;
                 cpu.base = cpu.done;
                 cpu.win_start = now;
+                self.started += 1;
             }
         }
+        if self.started == self.cpus.len() && self.t_start.is_none() {
+            self.t_start = Some(now);
+            self.cap = self.ops + STARVED * self.measure * self.cpus.len();
+            for k in 0..self.cpus.len() {
+                self.p_start[k] = self.progress(k);
+            }
+        }
+    }
+
+    /// How many operations CPU `c` has done by now, the one under way
+    /// counted by the fraction of its previous operation's time that has
+    /// passed since it began (at most 1).
+    fn progress(&self, c: usize) -> f64 {
+        let cpu = &self.cpus[c];
+        let last = cpu.t_last - cpu.t_prev;
+        let part = if last > 0.0 {
+            ((self.now - cpu.t_last) / last).min(1.0)
+        } else {
+            0.0
+        };
+        cpu.done as f64 + part
     }
 
     /// The cost of a `Lines` step of CPU `c` on instance `i`'s data.
@@ -2069,6 +2107,17 @@ mod tests {
                 t.elapsed().as_secs_f64(),
                 r.ops_per_sec
             );
+        }
+        for kind in [LockKind::Rwsem, LockKind::Numa, LockKind::Std] {
+            for n in [1, 2, 4, 8, 16, 32, 64, 128, 256, 384] {
+                let r = simulate(&p, &m, &config(n, Some(kind))).unwrap();
+                let c = r.breakdown.class(LockClass::IMmap);
+                println!(
+                    "{kind:?} {n:>3}: {:>9.0} ops/s, outside {:.2}, i_mmap held {:.2} \
+                     (transfers {:.2}) spin {:.2} sleep {:.2}",
+                    r.ops_per_sec, r.breakdown.outside, c.held, c.transfers, c.spinning, c.sleeping
+                );
+            }
         }
         let t = std::time::Instant::now();
         let mut points = 0;
