@@ -17,8 +17,10 @@
 //! - [`Step::Lines`] costs the transfer of the protected data's lines when
 //!   another CPU wrote them last (below).
 //!
-//! Consecutive `Run` and `Lines` steps are folded into one event; every
-//! acquisition and release happens at its exact simulated time, in
+//! Consecutive `Run` and `Lines` steps, and the acquisitions and releases
+//! of [`Scope::Worker`] locks (which no other CPU sees), are folded into
+//! one event; every other acquisition and release happens at its exact
+//! simulated time, in
 //! `(time, sequence)` order so that ties are broken the same way on every
 //! run.
 //!
@@ -251,6 +253,22 @@ impl Default for Config {
             ops_per_cpu: 200,
         }
     }
+}
+
+/// Steps each CPU should replay (window and warm-up, roughly) for
+/// [`ops_per_cpu_for`]: 200 operations of 40 steps.
+pub const STEPS_PER_CPU: usize = 200 * 40;
+
+/// An `ops_per_cpu` that keeps a simulation's cost about the same whatever
+/// the size of the profile's operations: [`STEPS_PER_CPU`] over the mean
+/// steps of an operation, from 20 to [`Config::default`]'s 200. Profiles
+/// of 40 steps or fewer an operation get 200; kernbench-sized ones (2000
+/// steps) 20, which still measures tens of thousands of critical sections
+/// per CPU.
+pub fn ops_per_cpu_for(profile: &Profile) -> usize {
+    let steps: usize = profile.ops.iter().map(Vec::len).sum();
+    let mean = steps.div_ceil(profile.ops.len().max(1)).max(1);
+    (STEPS_PER_CPU / mean).clamp(20, Config::default().ops_per_cpu)
 }
 
 /// Where one lock class's share of CPU time went.
@@ -1070,11 +1088,17 @@ impl<'a> Sim<'a> {
                     self.cpus[c].step += 1;
                 }
                 Step::Acquire { lock, write } => {
+                    let i = self.inst_of(c, lock);
+                    if self.insts[i].worker {
+                        // Nobody else sees this CPU's own lock: no event.
+                        self.cpus[c].step += 1;
+                        self.own(c, i, write);
+                        continue;
+                    }
                     if dt > 0.0 {
                         self.schedule(c, self.now + dt);
                         return;
                     }
-                    let i = self.inst_of(c, lock);
                     self.cpus[c].step += 1;
                     match self.acquire(c, i, write) {
                         Some(cost) => dt += cost,
@@ -1082,11 +1106,16 @@ impl<'a> Sim<'a> {
                     }
                 }
                 Step::Release { lock } => {
+                    let i = self.inst_of(c, lock);
+                    if self.insts[i].worker {
+                        self.cpus[c].step += 1;
+                        self.release(c, i);
+                        continue;
+                    }
                     if dt > 0.0 {
                         self.schedule(c, self.now + dt);
                         return;
                     }
-                    let i = self.inst_of(c, lock);
                     self.cpus[c].step += 1;
                     let inst = &self.insts[i];
                     let from = if inst.word != c as u32 {
@@ -2221,5 +2250,49 @@ mod tests {
             t.elapsed().as_secs_f64(),
             all.elapsed().as_secs_f64()
         );
+        // A kernbench-sized operation: 2000 steps, 200 lock pairs.
+        let mut op = Vec::new();
+        for k in 0..200 {
+            let l = (k % 3) as u32;
+            op.extend([
+                run(300.0),
+                acq(l, k % 2 == 0),
+                lines(l, 4, 1),
+                run(100.0),
+                run(50.0),
+                lines(l, 2, 0),
+                run(20.0),
+                rel(l),
+                run(10.0),
+                run(10.0),
+            ]);
+        }
+        let mut big = twenty_steps();
+        big.ops = vec![op];
+        assert_eq!(ops_per_cpu_for(&big), 20);
+        assert_eq!(ops_per_cpu_for(&p), 200);
+        let scaled = |n, kind| Config {
+            ops_per_cpu: ops_per_cpu_for(&big),
+            ..config(n, Some(kind))
+        };
+        let t = std::time::Instant::now();
+        for kind in [LockKind::Rwsem, LockKind::Numa, LockKind::Std] {
+            for n in [1, 2, 4, 8, 16, 32, 64, 128, 256, 384] {
+                simulate(&big, &m, &scaled(n, kind)).unwrap();
+            }
+        }
+        println!(
+            "2000-step op, 3 kinds x 10 CPU counts at ops_per_cpu_for: {:.2} s",
+            t.elapsed().as_secs_f64()
+        );
+        for kind in [LockKind::Rwsem, LockKind::Numa, LockKind::Std] {
+            let t = std::time::Instant::now();
+            let r = simulate(&big, &m, &config(384, Some(kind))).unwrap();
+            println!(
+                "2000-step op, {kind:?} 384 CPUs: {:.3} s, {:.0} ops/s",
+                t.elapsed().as_secs_f64(),
+                r.ops_per_sec
+            );
+        }
     }
 }
