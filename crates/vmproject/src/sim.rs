@@ -20,9 +20,11 @@
 //! Consecutive `Run` and `Lines` steps, and the acquisitions and releases
 //! of [`Scope::Worker`] locks (which no other CPU sees), are folded into
 //! one event; every other acquisition and release happens at its exact
-//! simulated time, in
-//! `(time, sequence)` order so that ties are broken the same way on every
-//! run.
+//! simulated time. Events run in `(time, sequence)` order, so ties are
+//! broken by the order they were scheduled in, and the only randomness is
+//! a splitmix64 generator seeded with [`Config::seed`] (start operations
+//! and delays): the same profile, machine and configuration give the same
+//! projection, bit for bit.
 //!
 //! # Lock instances
 //!
@@ -56,8 +58,9 @@
 //!   holds a shared copy), `written` lines always cost it. When `c` is the
 //!   last writer, reads are free and each written line costs one transfer
 //!   to a CPU that read the data since (the invalidation; the
-//!   lowest-numbered such CPU), or nothing if none did. A step with `written > 0` makes `c` the last writer and
-//!   empties the readers' set. Simplifications: all lines of one lock's
+//!   lowest-numbered such CPU), or nothing if none did. A step with
+//!   `written > 0` makes `c` the last writer and empties the readers'
+//!   set. Simplifications: all lines of one lock's
 //!   data move together (no per-line ownership, no partial overlap between
 //!   two critical sections' lines); the first touch of a line nobody wrote
 //!   yet is free; a line costs one transfer from its last writer whatever
@@ -86,16 +89,21 @@
 //!   spinner keeps spinning while a writer owns the lock and that owner is
 //!   running (in its critical section, not asleep or being woken); when
 //!   readers own it a writer spins at most [`READER_SPIN_NS`]; a reader
-//!   does not spin on readers (it found waiters queued, and does not
-//!   overtake them). A spinner takes the lock the moment it is released.
-//!   A spinner that cannot spin goes to sleep.
+//!   does not spin on readers (it missed the fast path because waiters
+//!   are queued, and does not join the readers past them: the lab's rule,
+//!   which keeps a reader stream from starving a queued writer; the
+//!   kernel's readers may steal there). A spinner takes the lock the
+//!   moment it is released (a reader only if it is free or no one is
+//!   queued). A spinner that cannot spin goes to sleep, and so do the
+//!   spinners of every rwsem a sleeping CPU owns as writer.
 //! - Sleeping: a FIFO wait queue. Going to sleep and being switched back
 //!   in cost [`Machine::sleep_ns`](crate::Machine::sleep_ns) of CPU time
 //!   and a wake-up takes [`Machine::wake_ns`](crate::Machine::wake_ns)
 //!   before the woken CPU runs: a woken CPU runs again `wake_ns +
 //!   sleep_ns` after the wake, all of it counted as sleeping.
-//! - Release, when the lock becomes free: if the waiter at the front has
-//!   waited [`HANDOFF_NS`] or more, the lock is handed to it (no
+//! - Release, when the lock becomes free: if the waiter at the front (the
+//!   one the numa kind's policy picks) has waited [`HANDOFF_NS`] or more
+//!   since it first queued, the lock is handed to it (no
 //!   stealing: a spinner seeing a sleeping owner stops spinning).
 //!   Otherwise the spinner, if any, takes it. Otherwise the front waiter
 //!   is served: readers at the front are granted the lock together (a
@@ -126,9 +134,8 @@
 //! no queue, no owner check), then sleeps on the futex (FIFO). A release
 //! that frees the lock gives it to the oldest spinner if that is a writer;
 //! if it is a reader, to every spinning reader when no writer sleeps, or
-//! else to the oldest spinning writer; then, if
-//! any CPU sleeps, wakes the oldest sleeping writer or else every sleeping
-//! reader. Woken CPUs leave the queue and compete again from the fast
+//! else to the oldest spinning writer; then, if any CPU sleeps, wakes the
+//! oldest sleeping writer or else every sleeping reader. Woken CPUs leave the queue and compete again from the fast
 //! path (spinning, then sleeping at the back). No hand-off.
 //!
 //! **Vma** (a VMA's lock): a reader takes the lock when no writer holds
