@@ -21,4 +21,4 @@ pub mod sim;
 
 pub use machine::{Machine, MachineError};
 pub use profile::{LockClass, LockKind, LockRef, Profile, Scope, Step};
-pub use sim::{simulate, Breakdown, ClassTime, Config, Projection, SimError};
+pub use sim::{ops_per_cpu_for, simulate, Breakdown, ClassTime, Config, Projection, SimError};

@@ -17,10 +17,14 @@
 //! - [`Step::Lines`] costs the transfer of the protected data's lines when
 //!   another CPU wrote them last (below).
 //!
-//! Consecutive `Run` and `Lines` steps are folded into one event; every
-//! acquisition and release happens at its exact simulated time, in
-//! `(time, sequence)` order so that ties are broken the same way on every
-//! run.
+//! Consecutive `Run` and `Lines` steps, and the acquisitions and releases
+//! of [`Scope::Worker`] locks (which no other CPU sees), are folded into
+//! one event; every other acquisition and release happens at its exact
+//! simulated time. Events run in `(time, sequence)` order, so ties are
+//! broken by the order they were scheduled in, and the only randomness is
+//! a splitmix64 generator seeded with [`Config::seed`] (start operations
+//! and delays): the same profile, machine and configuration give the same
+//! projection, bit for bit.
 //!
 //! # Lock instances
 //!
@@ -53,18 +57,21 @@
 //!   are free if `c` has read the data since the last write (it still
 //!   holds a shared copy), `written` lines always cost it. When `c` is the
 //!   last writer, reads are free and each written line costs one transfer
-//!   to a CPU that read the data since (the invalidation), or nothing if
-//!   none did. A step with `written > 0` makes `c` the last writer and
-//!   empties the readers' set. Simplifications: all lines of one lock's
+//!   to a CPU that read the data since (the invalidation; the
+//!   lowest-numbered such CPU), or nothing if none did. A step with
+//!   `written > 0` makes `c` the last writer and empties the readers'
+//!   set. Simplifications: all lines of one lock's
 //!   data move together (no per-line ownership, no partial overlap between
 //!   two critical sections' lines); the first touch of a line nobody wrote
 //!   yet is free; a line costs one transfer from its last writer whatever
 //!   the number of sharers.
 //!
-//! Transfer time spent while holding a lock (the acquisition's and
-//! release's word transfers, the data lines) lengthens the critical
-//! section: it is time inside the lock, reported as `held` and also as
-//! `transfers`.
+//! A CPU owns a lock from the moment it takes it; the acquisition's word
+//! transfer follows, inside the critical section. A release takes effect
+//! once its word transfer is done. Transfer time spent while holding a
+//! lock (the acquisition's and release's word transfers, the data lines)
+//! lengthens the critical section: it is time inside the lock, reported
+//! as `held` and also as `transfers`.
 //!
 //! # Lock algorithms ([`LockKind`])
 //!
@@ -82,16 +89,21 @@
 //!   spinner keeps spinning while a writer owns the lock and that owner is
 //!   running (in its critical section, not asleep or being woken); when
 //!   readers own it a writer spins at most [`READER_SPIN_NS`]; a reader
-//!   does not spin on readers (it found waiters queued, and does not
-//!   overtake them). A spinner takes the lock the moment it is released.
-//!   A spinner that cannot spin goes to sleep.
+//!   does not spin on readers (it missed the fast path because waiters
+//!   are queued, and does not join the readers past them: the lab's rule,
+//!   which keeps a reader stream from starving a queued writer; the
+//!   kernel's readers may steal there). A spinner takes the lock the
+//!   moment it is released (a reader only if it is free or no one is
+//!   queued). A spinner that cannot spin goes to sleep, and so do the
+//!   spinners of every rwsem a sleeping CPU owns as writer.
 //! - Sleeping: a FIFO wait queue. Going to sleep and being switched back
 //!   in cost [`Machine::sleep_ns`](crate::Machine::sleep_ns) of CPU time
 //!   and a wake-up takes [`Machine::wake_ns`](crate::Machine::wake_ns)
 //!   before the woken CPU runs: a woken CPU runs again `wake_ns +
 //!   sleep_ns` after the wake, all of it counted as sleeping.
-//! - Release, when the lock becomes free: if the waiter at the front has
-//!   waited [`HANDOFF_NS`] or more, the lock is handed to it (no
+//! - Release, when the lock becomes free: if the waiter at the front (the
+//!   one the numa kind's policy picks) has waited [`HANDOFF_NS`] or more
+//!   since it first queued, the lock is handed to it (no
 //!   stealing: a spinner seeing a sleeping owner stops spinning).
 //!   Otherwise the spinner, if any, takes it. Otherwise the front waiter
 //!   is served: readers at the front are granted the lock together (a
@@ -120,10 +132,10 @@
 //! lock, a reader one with no writer holding it and no writer asleep. A
 //! CPU that misses spins for [`STD_SPIN_NS`] (every spinner on the word,
 //! no queue, no owner check), then sleeps on the futex (FIFO). A release
-//! that frees the lock gives it to the oldest spinner (and all spinning
-//! readers with it when that is a reader and no writer sleeps), then, if
-//! any CPU sleeps, wakes the oldest sleeping writer or else every sleeping
-//! reader. Woken CPUs leave the queue and compete again from the fast
+//! that frees the lock gives it to the oldest spinner if that is a writer;
+//! if it is a reader, to every spinning reader when no writer sleeps, or
+//! else to the oldest spinning writer; then, if any CPU sleeps, wakes the
+//! oldest sleeping writer or else every sleeping reader. Woken CPUs leave the queue and compete again from the fast
 //! path (spinning, then sleeping at the back). No hand-off.
 //!
 //! **Vma** (a VMA's lock): a reader takes the lock when no writer holds
@@ -146,28 +158,36 @@
 //!
 //! # Measurement
 //!
-//! Each CPU warms up for `ops_per_cpu / 5` operations (rounded up), then
-//! is measured for [`Config::ops_per_cpu`] operations, from the
+//! Each CPU warms up for `ops_per_cpu / 5` operations (rounded up); its
+//! window then begins, for [`Config::ops_per_cpu`] operations, from the
 //! completion of its last warm-up operation to the completion of its last
-//! measured one; the simulation runs until every CPU has finished its
+//! measured one. The simulation runs until every CPU has finished its
 //! window (CPUs that finish early keep running, so contention does not
-//! drop). A CPU's rate is its measured operations over its window, and
-//! [`Projection::ops_per_sec`] is the sum of the CPUs' rates.
+//! drop).
+//!
+//! Throughput is counted over one window for the whole machine, from the
+//! moment the last CPU's window begins to the end of the simulation:
+//! [`Projection::ops_per_sec`] is the operations all CPUs completed in it
+//! over its length, in simulated time. An operation under way at either
+//! end counts by the fraction of its CPU's previous operation's time that
+//! has passed (at most one operation): a CPU whose operations take a
+//! constant time counts exactly, so the closed-form cases come out exact.
 //!
 //! A lock that lets running CPUs barge past sleeping ones (std) can starve
-//! a CPU for the whole run. So the simulation also stops once all CPUs
-//! together have completed [`STARVED`] times the operations a fair run
-//! needs; a CPU whose window is not finished then counts with the
-//! operations it completed in its window so far. A CPU that has not
-//! finished its warm-up by the time all CPUs together have completed
-//! twice the warm-up operations of a fair run starts its window then, so
-//! that a starved CPU's waiting shows in the breakdown.
+//! a CPU for the whole run. So a CPU that has not finished its warm-up by
+//! the time all CPUs together have completed twice the warm-up operations
+//! of a fair run begins its window then, and the simulation also stops
+//! once the CPUs together have completed, since the machine's window
+//! began, [`STARVED`] times the operations of every CPU's window; windows
+//! not finished then end there.
 //!
-//! The breakdown adds up, over every CPU's window, where its time went:
-//! outside locks, and per lock class held (including transfers), spinning
-//! (including the spin queue) and sleeping (including the sleep and wake
-//! costs); it is given as shares of the total, which sum to 1. A `Run`
-//! while holding several locks is counted to the one taken last.
+//! The breakdown adds up, over every CPU's own window, where its time
+//! went: outside locks, and per lock class held (including transfers),
+//! spinning (including the spin queue) and sleeping (including the sleep
+//! and wake costs); it is given as shares of the total, which sum to 1.
+//! A `Run` while holding several locks is counted to the one taken last.
+//! The per-CPU windows make each CPU's shares exact; with an unfair lock
+//! they cover different stretches of time for different CPUs.
 //!
 //! Not modelled: preemption and other threads, the cost of the spin
 //! queue's own lines, cache capacity (lines never get evicted),
@@ -205,11 +225,11 @@ pub const STD_SPIN_NS: f64 = 100.0 * 20.0;
 /// lab's `mm::lock::MAX_LOCAL_HANDOFFS`.
 pub const MAX_LOCAL_HANDOFFS: u32 = 64;
 
-/// The simulation stops once the CPUs together have completed this many
-/// times the operations a fair run needs (warm-up and window of every
-/// CPU), even if a lock starved some CPU of its window: see the module
+/// The simulation stops once the CPUs together have completed, since the
+/// last CPU's window began, this many times the operations of every CPU's
+/// window, even if a lock starved some CPU of its window: see the module
 /// docs, *Measurement*.
-pub const STARVED: usize = 8;
+pub const STARVED: usize = 2;
 
 /// A CPU that has not finished its warm-up when all CPUs together have
 /// completed this many times the warm-up operations of a fair run is
@@ -240,6 +260,22 @@ impl Default for Config {
             ops_per_cpu: 200,
         }
     }
+}
+
+/// Steps each CPU should replay (window and warm-up, roughly) for
+/// [`ops_per_cpu_for`]: 200 operations of 40 steps.
+pub const STEPS_PER_CPU: usize = 200 * 40;
+
+/// An `ops_per_cpu` that keeps a simulation's cost about the same whatever
+/// the size of the profile's operations: [`STEPS_PER_CPU`] over the mean
+/// steps of an operation, from 20 to [`Config::default`]'s 200. Profiles
+/// of 40 steps or fewer an operation get 200; kernbench-sized ones (2000
+/// steps) 20, which still measures tens of thousands of critical sections
+/// per CPU.
+pub fn ops_per_cpu_for(profile: &Profile) -> usize {
+    let steps: usize = profile.ops.iter().map(Vec::len).sum();
+    let mean = steps.div_ceil(profile.ops.len().max(1)).max(1);
+    (STEPS_PER_CPU / mean).clamp(20, Config::default().ops_per_cpu)
 }
 
 /// Where one lock class's share of CPU time went.
@@ -390,6 +426,12 @@ fn check_machine(m: &Machine) -> Result<(), MachineError> {
             why,
         })
     };
+    if m.nodes.checked_mul(m.cpus_per_node).is_none() {
+        return bad(format!(
+            "{} nodes of {} CPUs is too many CPUs",
+            m.nodes, m.cpus_per_node
+        ));
+    }
     if m.nodes == 0 || m.cpus_per_node == 0 {
         return bad(format!(
             "{} nodes of {} CPUs: need at least one of each",
@@ -514,6 +556,9 @@ struct Cpu {
     held: Vec<u32>,
     done: usize,
     measuring: bool,
+    /// Its last two operations' completion times.
+    t_prev: f64,
+    t_last: f64,
     /// Operations done when its window began (`usize::MAX`: not yet).
     base: usize,
     win_start: f64,
@@ -703,6 +748,11 @@ struct Sim<'a> {
     /// if a lock starves some CPU of its window.
     ops: usize,
     cap: usize,
+    /// CPUs whose windows have begun; when the last one began, and every
+    /// CPU's [`Sim::progress`] then.
+    started: usize,
+    t_start: Option<f64>,
+    p_start: Vec<f64>,
     stage: usize,
     contended: u64,
     converted_at: Option<f64>,
@@ -718,11 +768,12 @@ impl<'a> Sim<'a> {
             profiles.push(&c.profile);
         }
         // Dense group numbers for the CPUs simulated.
-        let mut seen: Vec<u32> = vec![NONE; machine.cpus()];
+        // (A CPU's group is at most its own number.)
+        let mut seen: Vec<u32> = vec![NONE; n];
         let mut groups = 0u32;
         let group: Vec<u32> = (0..n)
             .map(|c| {
-                let g = machine.group_of(c);
+                let g = machine.group_of(c).min(n - 1);
                 if seen[g] == NONE {
                     seen[g] = groups;
                     groups += 1;
@@ -733,6 +784,7 @@ impl<'a> Sim<'a> {
         let words = n.div_ceil(64);
         let mut insts = Vec::new();
         let mut places = Vec::new();
+        let mut nsharers = 0;
         for (stage, p) in profiles.iter().enumerate() {
             let mut pl = Vec::new();
             for l in &p.locks {
@@ -767,7 +819,12 @@ impl<'a> Sim<'a> {
                         readers: 0,
                         word: NONE,
                         data: NONE,
-                        sharers: insts.len() * words,
+                        sharers: if l.scope == Scope::Worker {
+                            0
+                        } else {
+                            nsharers += words;
+                            nsharers - words
+                        },
                         spinner: NONE,
                         osq: NodeQueue::new(queues),
                         spin: VecDeque::new(),
@@ -779,7 +836,7 @@ impl<'a> Sim<'a> {
             }
             places.push(pl);
         }
-        let sharers = vec![0; insts.len() * words];
+        let sharers = vec![0; nsharers];
         let mut rng = SplitMix(config.seed);
         let mean = profile.mean_op_ns();
         let mut sim = Sim {
@@ -798,7 +855,10 @@ impl<'a> Sim<'a> {
             measure: config.ops_per_cpu,
             finished: 0,
             ops: 0,
-            cap: STARVED * n * (config.ops_per_cpu + config.ops_per_cpu.div_ceil(5)),
+            started: 0,
+            t_start: None,
+            p_start: vec![0.0; n],
+            cap: usize::MAX,
             stage: 0,
             contended: 0,
             converted_at: None,
@@ -827,6 +887,8 @@ impl<'a> Sim<'a> {
                 held: Vec::with_capacity(max_held.unwrap_or(0)),
                 done: 0,
                 measuring: false,
+                t_prev: f64::NEG_INFINITY,
+                t_last: f64::NEG_INFINITY,
                 base: usize::MAX,
                 win_start: 0.0,
                 win_end: 0.0,
@@ -900,23 +962,15 @@ impl<'a> Sim<'a> {
             workload: profile.workload.clone(),
             machine: machine.name.clone(),
         };
-        let mut rate = 0.0;
-        for cpu in &self.cpus {
-            let window = cpu.win_end - cpu.win_start;
-            if cpu.base == usize::MAX {
-                continue;
-            }
-            let ops = cpu.done.min(cpu.base + self.measure) - cpu.base;
-            if ops == self.measure && window <= 0.0 {
-                return Err(no_time());
-            }
-            if ops > 0 && window > 0.0 {
-                rate += ops as f64 / window;
-            }
-        }
-        if rate <= 0.0 {
+        let start = self.t_start.unwrap_or(self.now);
+        let span = self.now - start;
+        if span <= 0.0 {
             return Err(no_time());
         }
+        let ops: f64 = (0..self.cpus.len())
+            .map(|c| self.progress(c) - self.p_start[c])
+            .sum();
+        let rate = ops / span;
         let total = self.outside
             + self
                 .classes
@@ -1041,11 +1095,17 @@ impl<'a> Sim<'a> {
                     self.cpus[c].step += 1;
                 }
                 Step::Acquire { lock, write } => {
+                    let i = self.inst_of(c, lock);
+                    if self.insts[i].worker {
+                        // Nobody else sees this CPU's own lock: no event.
+                        self.cpus[c].step += 1;
+                        self.own(c, i, write);
+                        continue;
+                    }
                     if dt > 0.0 {
                         self.schedule(c, self.now + dt);
                         return;
                     }
-                    let i = self.inst_of(c, lock);
                     self.cpus[c].step += 1;
                     match self.acquire(c, i, write) {
                         Some(cost) => dt += cost,
@@ -1053,11 +1113,16 @@ impl<'a> Sim<'a> {
                     }
                 }
                 Step::Release { lock } => {
+                    let i = self.inst_of(c, lock);
+                    if self.insts[i].worker {
+                        self.cpus[c].step += 1;
+                        self.release(c, i);
+                        continue;
+                    }
                     if dt > 0.0 {
                         self.schedule(c, self.now + dt);
                         return;
                     }
-                    let i = self.inst_of(c, lock);
                     self.cpus[c].step += 1;
                     let inst = &self.insts[i];
                     let from = if inst.word != c as u32 {
@@ -1090,10 +1155,13 @@ impl<'a> Sim<'a> {
         let measure = self.measure;
         let cpu = &mut self.cpus[c];
         cpu.done += 1;
+        cpu.t_prev = cpu.t_last;
+        cpu.t_last = now;
         if cpu.base == usize::MAX && cpu.done == warmup {
             cpu.measuring = true;
             cpu.base = warmup;
             cpu.win_start = now;
+            self.started += 1;
         }
         if cpu.measuring && cpu.done == cpu.base + measure {
             cpu.measuring = false;
@@ -1115,8 +1183,30 @@ impl<'a> Sim<'a> {
                 cpu.measuring = true;
                 cpu.base = cpu.done;
                 cpu.win_start = now;
+                self.started += 1;
             }
         }
+        if self.started == self.cpus.len() && self.t_start.is_none() {
+            self.t_start = Some(now);
+            self.cap = self.ops + STARVED * self.measure * self.cpus.len();
+            for k in 0..self.cpus.len() {
+                self.p_start[k] = self.progress(k);
+            }
+        }
+    }
+
+    /// How many operations CPU `c` has done by now, the one under way
+    /// counted by the fraction of its previous operation's time that has
+    /// passed since it began (at most 1).
+    fn progress(&self, c: usize) -> f64 {
+        let cpu = &self.cpus[c];
+        let last = cpu.t_last - cpu.t_prev;
+        let part = if last > 0.0 {
+            ((self.now - cpu.t_last) / last).min(1.0)
+        } else {
+            0.0
+        };
+        cpu.done as f64 + part
     }
 
     /// The cost of a `Lines` step of CPU `c` on instance `i`'s data.
@@ -1988,6 +2078,77 @@ mod tests {
         ));
     }
 
+    /// Random profiles (locks always taken in one order, so they cannot
+    /// deadlock), kinds, machines and CPU counts: every run finishes, its
+    /// shares add up, and it repeats exactly.
+    #[test]
+    fn random_profiles_run_to_completion() {
+        let mut rng = SplitMix(42);
+        let classes = LockClass::ALL;
+        let scopes = [Scope::Worker, Scope::Shared, Scope::Group];
+        for round in 0..60 {
+            let mut pick = |k: usize| (rng.next() % k as u64) as usize;
+            let nlocks = 1 + pick(4);
+            let locks: Vec<LockRef> = (0..nlocks)
+                .map(|_| lock(classes[pick(4)], KINDS[pick(4)], scopes[pick(3)]))
+                .collect();
+            let ops: Vec<Vec<Step>> = (0..1 + pick(3))
+                .map(|_| {
+                    let mut op = vec![run(pick(2000) as f64)];
+                    let taken: Vec<u32> = (0..nlocks as u32).filter(|_| pick(3) > 0).collect();
+                    for &l in &taken {
+                        op.push(acq(l, pick(2) == 0));
+                        op.push(lines(l, pick(8) as u32, pick(3) as u32));
+                        op.push(run(pick(500) as f64));
+                    }
+                    for &l in taken.iter().rev() {
+                        op.push(rel(l));
+                        op.push(run(pick(100) as f64));
+                    }
+                    op
+                })
+                .collect();
+            let nodes = 1 + pick(4);
+            let m = machine(nodes, 1 + pick(16), 20.0, 200.0, pick(5000) as f64);
+            let n = 1 + pick(m.cpus());
+            let lock_kind = [
+                None,
+                Some(LockKind::Rwsem),
+                Some(LockKind::Numa),
+                Some(LockKind::Std),
+            ][pick(4)];
+            let mut p = profile(locks, ops);
+            if pick(3) == 0 {
+                let mut to = p.clone();
+                for l in &mut to.locks {
+                    l.scope = Scope::Group;
+                }
+                p.converts_to = Some(Box::new(Conversion {
+                    after: pick(50) as u32,
+                    profile: to,
+                }));
+            }
+            let c = Config {
+                seed: round,
+                ops_per_cpu: 30,
+                ..config(n, lock_kind)
+            };
+            let a = simulate(&p, &m, &c);
+            let a = match a {
+                Ok(a) => a,
+                // A profile whose operations take no time has no rate.
+                Err(SimError::NoTime { .. }) if p.mean_op_ns() == 0.0 => continue,
+                Err(e) => panic!("round {round}: {e}\n{p:?}\n{m:?}\n{c:?}"),
+            };
+            assert!(
+                a.ops_per_sec > 0.0 && a.ops_per_sec.is_finite(),
+                "{round}: {a:?}"
+            );
+            assert!(close(a.breakdown.total(), 1.0, 1e-9), "{round}: {a:?}");
+            assert_eq!(simulate(&p, &m, &c), Ok(a));
+        }
+    }
+
     /// About twenty steps an operation, the size of the suite's profiles.
     fn twenty_steps() -> Profile {
         profile(
@@ -2070,6 +2231,17 @@ mod tests {
                 r.ops_per_sec
             );
         }
+        for kind in [LockKind::Rwsem, LockKind::Numa, LockKind::Std] {
+            for n in [1, 2, 4, 8, 16, 32, 64, 128, 256, 384] {
+                let r = simulate(&p, &m, &config(n, Some(kind))).unwrap();
+                let c = r.breakdown.class(LockClass::IMmap);
+                println!(
+                    "{kind:?} {n:>3}: {:>9.0} ops/s, outside {:.2}, i_mmap held {:.2} \
+                     (transfers {:.2}) spin {:.2} sleep {:.2}",
+                    r.ops_per_sec, r.breakdown.outside, c.held, c.transfers, c.spinning, c.sleeping
+                );
+            }
+        }
         let t = std::time::Instant::now();
         let mut points = 0;
         for _design in 0..5 {
@@ -2085,5 +2257,49 @@ mod tests {
             t.elapsed().as_secs_f64(),
             all.elapsed().as_secs_f64()
         );
+        // A kernbench-sized operation: 2000 steps, 200 lock pairs.
+        let mut op = Vec::new();
+        for k in 0..200 {
+            let l = (k % 3) as u32;
+            op.extend([
+                run(300.0),
+                acq(l, k % 2 == 0),
+                lines(l, 4, 1),
+                run(100.0),
+                run(50.0),
+                lines(l, 2, 0),
+                run(20.0),
+                rel(l),
+                run(10.0),
+                run(10.0),
+            ]);
+        }
+        let mut big = twenty_steps();
+        big.ops = vec![op];
+        assert_eq!(ops_per_cpu_for(&big), 20);
+        assert_eq!(ops_per_cpu_for(&p), 200);
+        let scaled = |n, kind| Config {
+            ops_per_cpu: ops_per_cpu_for(&big),
+            ..config(n, Some(kind))
+        };
+        let t = std::time::Instant::now();
+        for kind in [LockKind::Rwsem, LockKind::Numa, LockKind::Std] {
+            for n in [1, 2, 4, 8, 16, 32, 64, 128, 256, 384] {
+                simulate(&big, &m, &scaled(n, kind)).unwrap();
+            }
+        }
+        println!(
+            "2000-step op, 3 kinds x 10 CPU counts at ops_per_cpu_for: {:.2} s",
+            t.elapsed().as_secs_f64()
+        );
+        for kind in [LockKind::Rwsem, LockKind::Numa, LockKind::Std] {
+            let t = std::time::Instant::now();
+            let r = simulate(&big, &m, &config(384, Some(kind))).unwrap();
+            println!(
+                "2000-step op, {kind:?} 384 CPUs: {:.3} s, {:.0} ops/s",
+                t.elapsed().as_secs_f64(),
+                r.ops_per_sec
+            );
+        }
     }
 }
