@@ -2,6 +2,7 @@
 //! lab configuration, and how the results are printed.
 
 pub mod itree;
+pub mod project;
 pub mod run;
 pub mod suite;
 pub mod topology;

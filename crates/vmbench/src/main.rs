@@ -67,6 +67,12 @@ enum Command {
     /// Interval trees for i_mmap: augmented red-black vs augmented B+ tree
     /// (churn and page-query throughput, btree/rb ratio).
     Itree(cli::itree::ItreeArgs),
+    /// Project workloads onto machines this one is not (by default the
+    /// execl report's 12 nodes x 32 CPUs): record each workload's profile
+    /// at one worker here, simulate 1 to all CPUs there with every i_mmap
+    /// design and lock kind, and print throughput and where CPU time goes;
+    /// --validate checks the method against this machine at 2 workers.
+    Project(cli::project::ProjectArgs),
     /// Compare two results directories (e.g. before and after a change):
     /// per figure the mean of A and B, B's % change and Welch's p-value,
     /// then how many rows differ significantly.
@@ -103,6 +109,12 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Replay(args) => trace::replay(args)?,
         Command::Itree(args) => cli::itree::main(args)?,
         Command::Compare(args) => compare::main(args)?,
+        // --validate fails when a prediction is off by more than --bound.
+        Command::Project(args) => {
+            if !cli::project::main(args)? {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
         Command::Topology(args) => cli::topology::main(args)?,
     }
     Ok(ExitCode::SUCCESS)

@@ -56,6 +56,10 @@ fn quick_suite_writes_every_file() {
         "table.txt",
         "table.md",
         "index.html",
+        // The projection section (execl on the 12-node machine).
+        "projection/points.jsonl",
+        "projection/breakdown.md",
+        "projection/index.html",
     ] {
         let len = std::fs::metadata(out.join(f)).map(|m| m.len()).unwrap_or(0);
         assert!(len > 0, "{f} missing or empty");

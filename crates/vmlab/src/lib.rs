@@ -53,6 +53,7 @@ mod error;
 pub mod figure;
 pub mod itree;
 pub mod profile;
+pub mod project;
 pub mod rng;
 pub mod run;
 pub mod stop;

@@ -258,6 +258,26 @@ fn configs(workload: SuiteWorkload) -> Vec<Config> {
     }
 }
 
+/// The configurations the suite compares for a `run` workload, baseline
+/// first: each one's label (`imap=split`, `maple threads`), mode and
+/// design. `vmbench project --validate` checks the same list.
+///
+/// ```
+/// use vmlab::run::workload::Workload;
+/// let execl = vmlab::suite::run_configs(Workload::Execl);
+/// assert_eq!(execl[0].0, "imap=single");
+/// assert_eq!(execl.len(), 7); // five designs, then two other locks
+/// ```
+pub fn run_configs(workload: Workload) -> Vec<(String, Mode, Design)> {
+    configs(SuiteWorkload::Run(workload))
+        .into_iter()
+        .filter_map(|c| match c.kind {
+            ConfigKind::Run { mode, design } => Some((c.label, mode, design)),
+            ConfigKind::Tree(_) => None,
+        })
+        .collect()
+}
+
 /// What a suite run measures and where it writes.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -1056,8 +1076,40 @@ fn write_results(
     );
     match stop {
         Some(e) => Err(LabError(e)),
+        None if plan
+            .workloads
+            .contains(&SuiteWorkload::Run(Workload::Execl)) =>
+        {
+            projection_section(plan)
+        }
         None => Ok(()),
     }
+}
+
+/// The suite's projection section: `execl` carried to the execl report's
+/// machine (12 nodes x 32 CPUs) with every i_mmap design and lock kind,
+/// written under `projection/` (docs/projection.md says how, and how far
+/// off such figures were where they could be measured).
+fn projection_section(plan: &Plan) -> Result<(), LabError> {
+    let machine = vmproject::Machine::parse("12x32").map_err(|e| LabError(e.to_string()))?;
+    let config = crate::project::ProjectConfig {
+        workloads: vec![(Workload::Execl, Mode::Processes)],
+        indexes: vec![IndexKind::Maple],
+        imaps: ImapDesign::ALL.to_vec(),
+        locks: vec![LockKind::Rwsem, LockKind::Std, LockKind::Numa],
+        cpus: crate::project::report::default_cpus(machine.cpus()),
+        machine,
+        timing: plan.timing,
+        record_ops: crate::project::DEFAULT_RECORD_OPS,
+        resident: crate::run::resident::DEFAULT_RESIDENT,
+        resident_vmas: plan.resident_vmas,
+        ops_per_cpu: None,
+        seed: 1,
+    };
+    println!("\nProjection (simulated, not measured): execl on the 12-node, 384-CPU machine\n");
+    let projection = crate::project::project(&config, &mut |_| {})?;
+    let dir = plan.out.join("projection");
+    crate::project::report::write_results(&dir, &config.machine, &projection, true)
 }
 
 fn write_file(path: &Path, text: &str) -> Result<(), LabError> {

@@ -3,7 +3,8 @@
 //!
 //! # What is simulated
 //!
-//! CPUs `0..N` of the machine each run the profile's operations in order,
+//! N CPUs of the machine, spread over its nodes and core complexes as
+//! [`placement`] picks them, each run the profile's operations in order,
 //! round and round, one simulated thread per CPU (nothing else runs on
 //! it). Each CPU starts at an operation chosen from the seed and after a
 //! start delay drawn from the seed (up to one mean operation), so CPUs are
@@ -53,9 +54,12 @@
 //! - its **protected data**, treated as one group of lines with one last
 //!   writer and a set of CPUs that have read it since that write. A
 //!   `Lines { read, written }` step by CPU `c` costs, per line, one
-//!   transfer from the last writer when that is another CPU: `read` lines
-//!   are free if `c` has read the data since the last write (it still
-//!   holds a shared copy), `written` lines always cost it. When `c` is the
+//!   transfer from the last writer when that is another CPU, for at most
+//!   as many lines as that writer left dirty (the lines of its sections'
+//!   `written` counts: a section reads far more lines than the one before
+//!   it wrote, and the clean ones stay cached where they were read):
+//!   `read` lines are free if `c` has read the data since the last write
+//!   (it still holds a shared copy), `written` lines always cost it. When `c` is the
 //!   last writer, reads are free and each written line costs one transfer
 //!   to a CPU that read the data since (the invalidation; the
 //!   lowest-numbered such CPU), or nothing if none did. A step with
@@ -394,6 +398,34 @@ pub enum SimError {
     },
 }
 
+/// The machine CPUs that `n` simulated CPUs run on: spread over the
+/// nodes first (CPU `k` on node `k mod nodes`), then over each node's
+/// core complexes, as the kernel's load balancer spreads `n` busy tasks
+/// over NUMA nodes and last-level caches before it doubles any up; `n`
+/// equal to the machine's CPUs uses every one.
+///
+/// ```
+/// let m = vmproject::Machine::parse("12x32").unwrap();
+/// let p = vmproject::sim::placement(&m, 24);
+/// // Two CPUs on every node, in different core complexes.
+/// assert_eq!(&p[..2], &[0, 32]);
+/// assert_eq!(p[12], 8);
+/// ```
+pub fn placement(machine: &Machine, n: usize) -> Vec<usize> {
+    let nodes = machine.nodes.max(1);
+    let per_node = machine.cpus_per_node.max(1);
+    let ccx = machine.ccx_cpus.clamp(1, per_node);
+    let complexes = per_node / ccx;
+    (0..n)
+        .map(|k| {
+            let node = k % nodes;
+            let i = k / nodes;
+            let (complex, slot) = (i % complexes, i / complexes);
+            node * per_node + complex * ccx + slot % ccx
+        })
+        .collect()
+}
+
 /// Simulates `config.cpus` CPUs of `machine` running `profile`.
 pub fn simulate(
     profile: &Profile,
@@ -681,6 +713,9 @@ struct Inst {
     word: u32,
     /// The protected data's last writer.
     data: u32,
+    /// Lines of the data its last writer left dirty: what another CPU's
+    /// section can have to fetch from it at most.
+    dirty: u32,
     /// Start of its readers-since-the-last-write bitset in `Sim::sharers`.
     sharers: usize,
     /// Rwsem kinds: the CPU spinning on the word.
@@ -730,6 +765,8 @@ fn class_index(c: LockClass) -> usize {
 
 struct Sim<'a> {
     machine: &'a Machine,
+    /// The machine CPU each simulated CPU runs on ([`placement`]).
+    place: Vec<usize>,
     /// The profile and the ones it converts to, in order.
     profiles: Vec<&'a Profile>,
     places: Vec<Vec<Placement>>,
@@ -769,11 +806,12 @@ impl<'a> Sim<'a> {
         }
         // Dense group numbers for the CPUs simulated.
         // (A CPU's group is at most its own number.)
-        let mut seen: Vec<u32> = vec![NONE; n];
+        let place = placement(machine, n);
+        let mut seen: Vec<u32> = vec![NONE; machine.cpus()];
         let mut groups = 0u32;
         let group: Vec<u32> = (0..n)
             .map(|c| {
-                let g = machine.group_of(c).min(n - 1);
+                let g = machine.group_of(place[c]);
                 if seen[g] == NONE {
                     seen[g] = groups;
                     groups += 1;
@@ -819,6 +857,7 @@ impl<'a> Sim<'a> {
                         readers: 0,
                         word: NONE,
                         data: NONE,
+                        dirty: 0,
                         sharers: if l.scope == Scope::Worker {
                             0
                         } else {
@@ -841,6 +880,7 @@ impl<'a> Sim<'a> {
         let mean = profile.mean_op_ns();
         let mut sim = Sim {
             machine,
+            place,
             profiles,
             places,
             group,
@@ -879,7 +919,7 @@ impl<'a> Sim<'a> {
                 queued_at: 0.0,
                 rspin_until: f64::INFINITY,
                 gen: 0,
-                node: machine.node_of(c),
+                node: machine.node_of(sim.place[c]),
                 stage: 0,
                 op: (offset % profile.ops.len() as u64) as usize,
                 step: 0,
@@ -1039,7 +1079,8 @@ impl<'a> Sim<'a> {
         if from == NONE || from as usize == to {
             0.0
         } else {
-            self.machine.transfer_ns(from as usize, to)
+            self.machine
+                .transfer_ns(self.place[from as usize], self.place[to])
         }
     }
 
@@ -1216,7 +1257,7 @@ impl<'a> Sim<'a> {
         if inst.worker {
             return 0.0;
         }
-        let (w, base) = (inst.data, inst.sharers);
+        let (w, base, dirty) = (inst.data, inst.sharers, inst.dirty);
         let bits = &mut self.sharers[base..base + self.words];
         let (word, bit) = (c / 64, 1u64 << (c % 64));
         let shared = bits[word] & bit != 0;
@@ -1225,25 +1266,39 @@ impl<'a> Sim<'a> {
                 return 0.0;
             }
             bits[word] |= bit;
-            return f64::from(read) * machine.transfer_ns(w as usize, c);
+            // Only the lines the last writer dirtied move; the rest of
+            // what this section reads is clean and already cached here.
+            return f64::from(read.min(dirty))
+                * machine.transfer_ns(self.place[w as usize], self.place[c]);
         }
-        let cost = if w == NONE {
-            0.0
+        let (cost, now_dirty) = if w == NONE {
+            (0.0, written)
         } else if w as usize != c {
-            let lines = if shared { written } else { read + written };
-            f64::from(lines) * machine.transfer_ns(w as usize, c)
+            let lines = if shared {
+                written
+            } else {
+                (read + written).min(dirty.max(written))
+            };
+            (
+                f64::from(lines) * machine.transfer_ns(self.place[w as usize], self.place[c]),
+                written,
+            )
         } else {
             // Its own data: invalidating the copies of CPUs that read it.
             match bits.iter().position(|&b| b != 0) {
                 Some(k) => {
                     let other = k * 64 + bits[k].trailing_zeros() as usize;
-                    f64::from(written) * machine.transfer_ns(other, c)
+                    (
+                        f64::from(written) * machine.transfer_ns(self.place[other], self.place[c]),
+                        written,
+                    )
                 }
-                None => 0.0,
+                None => (0.0, dirty.max(written)),
             }
         };
         bits.fill(0);
         self.insts[i].data = c as u32;
+        self.insts[i].dirty = now_dirty;
         cost
     }
 
@@ -1826,15 +1881,18 @@ mod tests {
     }
 
     /// Two CPUs on two nodes alternate in one shared lock whose critical
-    /// section writes `L` lines. Each hand-over costs, in the lock: the
-    /// word from the releaser (r), the L lines the other CPU wrote (L·r),
+    /// section reads some lines and writes `L`. Each hand-over costs, in
+    /// the lock: the word from the releaser (r), the L lines the other CPU
+    /// wrote (L·r; the lines it only read are clean and stay cached),
     /// the hold time h, and the release's invalidation of the spinning
     /// CPU's copy of the word (r). So throughput is 1 / (h + (L + 2)·r),
     /// each CPU holds the lock half the time and spins the other half.
     #[test]
     fn remote_lines_lengthen_the_critical_section() {
-        let (h, r, read, written) = (200.0, 100.0, 1, 3);
-        let l = f64::from(read + written);
+        // Each section reads 5 lines and writes 3; the other CPU's
+        // section dirtied 3, and only those move: L = 3.
+        let (h, r, read, written) = (200.0, 100.0, 5, 3);
+        let l = f64::from(written);
         let m = machine(2, 1, 0.0, r, 0.0);
         let p = profile(
             vec![lock(LockClass::IMmap, LockKind::Rwsem, Scope::Shared)],

@@ -1,0 +1,352 @@
+//! `vmbench project`: options, the comparison and breakdown tables, JSON
+//! lines, plots and page of a projection, and `--validate`'s report.
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use mm::lock::LockKind;
+use mm::policy::ImapDesign;
+use mm::IndexKind;
+use vmlab::project::report::{default_cpus, validation_markdown, write_results};
+use vmlab::project::{self, ProjectConfig, ValidateConfig};
+use vmlab::run::harness::{Mode, Timing};
+use vmlab::run::workload::Workload;
+use vmlab::LabError;
+use vmproject::Machine;
+
+/// The workloads projected when `--workloads` is not given.
+const DEFAULT_WORKLOADS: [Workload; 5] = [
+    Workload::Execl,
+    Workload::Aim7Brk,
+    Workload::PageFault3,
+    Workload::Brk1,
+    Workload::Kernbench,
+];
+
+/// Options of `vmbench project`.
+#[derive(Debug, clap::Args)]
+pub struct ProjectArgs {
+    /// Workloads, comma separated (see `vmbench run --help`). [default:
+    /// execl,aim7-brk,page_fault3,brk1,kernbench; with --validate every
+    /// workload of the suite]
+    #[arg(long, value_delimiter = ',', value_parser = super::named(&Workload::ALL, Workload::name))]
+    pub workloads: Option<Vec<Workload>>,
+
+    /// Modes of the workloads that have both, comma separated. [default:
+    /// both]
+    #[arg(long, value_delimiter = ',', value_parser = super::named(&Mode::ALL, Mode::name))]
+    pub mode: Option<Vec<Mode>>,
+
+    /// i_mmap designs, comma separated. [default: all five]
+    #[arg(long, value_delimiter = ',', value_parser = super::named(&ImapDesign::ALL, ImapDesign::name))]
+    pub designs: Option<Vec<ImapDesign>>,
+
+    /// Lock kinds of the i_mmap and anon_vma locks, comma separated.
+    /// [default: std,rwsem,numa]
+    #[arg(long, value_delimiter = ',', value_parser = super::named(&LockKind::ALL, LockKind::name))]
+    pub locks: Option<Vec<LockKind>>,
+
+    /// VMA indexes, comma separated. [default: maple; both with
+    /// --validate]
+    #[arg(long, value_delimiter = ',', value_parser = super::named(&IndexKind::ALL, IndexKind::name))]
+    pub index: Option<Vec<IndexKind>>,
+
+    /// The machine: a preset (12x32: the execl report's 12-node 384-CPU
+    /// server; 2s64: a 2-socket 64-core server; 1n96: a 1-node 96-core
+    /// part), NxM (N nodes of M CPUs with the 12x32 preset's latencies), a
+    /// JSON file (as `vmbench topology --measure --out` writes), or host
+    /// (this machine, measured now). [default: 12x32; host with
+    /// --validate]
+    #[arg(long)]
+    pub machine: Option<String>,
+
+    /// CPU counts, comma separated. [default: 1, the powers of two below
+    /// the machine's CPUs, and its CPUs; with --validate: 2]
+    #[arg(long, value_delimiter = ',')]
+    pub cpus: Option<Vec<usize>>,
+
+    /// Predict this machine at --cpus workers from each configuration's
+    /// one-worker profile, run them, and report predicted against
+    /// measured; exits non-zero if any error exceeds --bound.
+    #[arg(long)]
+    pub validate: bool,
+
+    /// --validate: the largest relative error accepted.
+    #[arg(long, default_value_t = 0.15)]
+    pub bound: f64,
+
+    /// --validate: measured runs per point (the median is compared).
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
+
+    /// Seconds of each calibration run (and, with --validate, each
+    /// measured run). [default: 0.3; 0.05 with --quick]
+    #[arg(long)]
+    pub duration: Option<f64>,
+
+    /// Seconds of untimed warm-up before each. [default: 0.1; 0.01 with
+    /// --quick]
+    #[arg(long)]
+    pub warmup: Option<f64>,
+
+    /// Operations recorded per profile. [default: 64]
+    #[arg(long, default_value_t = 64)]
+    pub record_ops: usize,
+
+    /// Operations each simulated CPU completes. [default: sized to each
+    /// profile: 8000 steps' worth, 20 to 200 operations]
+    #[arg(long)]
+    pub ops_per_cpu: Option<usize>,
+
+    /// The simulation's seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+
+    /// execl: libc VMAs of the idle processes. [default: 6000]
+    #[arg(long, default_value_t = 6000)]
+    pub resident_vmas: usize,
+
+    /// Other VMAs mapped into each address space first.
+    #[arg(long, default_value_t = vmlab::run::resident::DEFAULT_RESIDENT)]
+    pub resident: usize,
+
+    /// Shorter calibration runs, for smoke tests.
+    #[arg(long)]
+    pub quick: bool,
+
+    /// Print one JSON object per point (per prediction with --validate)
+    /// instead of tables.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Directory for the results (points.jsonl, table.txt, table.md,
+    /// breakdown.md, plots, index.html). [default: runs/project-MACHINE,
+    /// runs/validate with --validate]
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+impl ProjectArgs {
+    fn timing(&self) -> Result<Timing, LabError> {
+        let (d, w) = if self.quick { (0.05, 0.01) } else { (0.3, 0.1) };
+        let secs = |v: Option<f64>, default: f64, what: &str| {
+            let v = v.unwrap_or(default);
+            if v.is_finite() && v > 0.0 && v <= 3600.0 {
+                Ok(Duration::from_secs_f64(v))
+            } else {
+                Err(LabError(format!(
+                    "--{what}: {v} seconds (expected 0 to 3600)"
+                )))
+            }
+        };
+        Ok(Timing {
+            duration: secs(self.duration, d, "duration")?,
+            warmup: secs(self.warmup, w, "warmup")?,
+        })
+    }
+
+    fn workloads(&self, default: &[Workload]) -> Vec<(Workload, Mode)> {
+        let workloads = self
+            .workloads
+            .as_deref()
+            .map(super::dedup)
+            .unwrap_or_else(|| default.to_vec());
+        let modes = self
+            .mode
+            .as_deref()
+            .map(super::dedup)
+            .unwrap_or_else(|| Mode::ALL.to_vec());
+        let mut out = Vec::new();
+        for w in workloads {
+            if w.processes_only().is_some() {
+                out.push((w, Mode::Processes));
+            } else {
+                out.extend(modes.iter().map(|&m| (w, m)));
+            }
+        }
+        out
+    }
+}
+
+/// The machine named by `--machine`: `host` is measured now.
+fn machine(name: &str) -> Result<Machine, LabError> {
+    if name == "host" {
+        return vmlab::topology::measure_host(&vmlab::topology::MeasureOptions::default());
+    }
+    name.parse::<Machine>().map_err(|e| LabError(e.to_string()))
+}
+
+/// Runs `vmbench project`.
+pub fn main(args: &ProjectArgs) -> Result<bool, LabError> {
+    if args.validate {
+        return validate(args);
+    }
+    let machine = machine(args.machine.as_deref().unwrap_or("12x32"))?;
+    let config = ProjectConfig {
+        workloads: args.workloads(&DEFAULT_WORKLOADS),
+        indexes: args
+            .index
+            .as_deref()
+            .map_or_else(|| vec![IndexKind::Maple], super::dedup),
+        imaps: args
+            .designs
+            .as_deref()
+            .map_or_else(|| ImapDesign::ALL.to_vec(), super::dedup),
+        locks: args.locks.as_deref().map_or_else(
+            || vec![LockKind::Rwsem, LockKind::Std, LockKind::Numa],
+            super::dedup,
+        ),
+        cpus: args
+            .cpus
+            .clone()
+            .unwrap_or_else(|| default_cpus(machine.cpus())),
+        machine,
+        timing: args.timing()?,
+        record_ops: args.record_ops,
+        resident: args.resident,
+        resident_vmas: args.resident_vmas,
+        ops_per_cpu: args.ops_per_cpu,
+        seed: args.seed,
+    };
+    let out_dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("runs/project-{}", config.machine.name)));
+    let stdout = io::stdout();
+    let mut write_error = None;
+    let projection = project::project(&config, &mut |p| {
+        if args.json {
+            let mut line = serde_json::to_string(p).unwrap_or_default();
+            line.push('\n');
+            if let Err(e) = stdout.lock().write_all(line.as_bytes()) {
+                write_error.get_or_insert(e);
+            }
+        } else {
+            eprintln!(
+                "vmbench project: {} {} {} imap={} lock={} {} CPUs on {}: {:.0} ops/s",
+                p.workload, p.mode, p.index, p.imap, p.lock, p.cpus, p.machine, p.value
+            );
+        }
+    })?;
+    if let Some(e) = write_error {
+        return Err(LabError(format!("writing results: {e}")));
+    }
+    write_results(&out_dir, &config.machine, &projection, !args.json)?;
+    Ok(true)
+}
+
+/// `--validate`: every configuration of the suite for the workloads
+/// asked, on the indexes asked, predicted and measured on this machine.
+fn validate(args: &ProjectArgs) -> Result<bool, LabError> {
+    // Predictions for this machine, described by measurement unless a
+    // description of it is given.
+    let machine = machine(args.machine.as_deref().unwrap_or("host"))?;
+    if !(args.bound.is_finite() && args.bound > 0.0) {
+        return Err(LabError(format!(
+            "--bound: {} (expected a positive fraction)",
+            args.bound
+        )));
+    }
+    let indexes = args
+        .index
+        .as_deref()
+        .map_or_else(|| IndexKind::ALL.to_vec(), super::dedup);
+    let workloads: Vec<Workload> = args
+        .workloads
+        .as_deref()
+        .map_or_else(|| Workload::ALL.to_vec(), super::dedup);
+    let modes = args.mode.as_deref().map(super::dedup);
+    let mut configs = Vec::new();
+    for &w in &workloads {
+        let suite = vmlab::suite::run_configs(w);
+        // Where the suite compares the indexes itself, its configurations
+        // are kept for the indexes asked; where it fixes one, each is run
+        // on every index asked, named by it.
+        let compares_indexes = suite.iter().any(|(_, _, d)| d.index != suite[0].2.index);
+        for &index in &indexes {
+            for (label, mode, mut design) in suite.iter().cloned() {
+                if modes.as_ref().is_some_and(|m| !m.contains(&mode)) {
+                    continue;
+                }
+                if compares_indexes {
+                    if design.index == index {
+                        configs.push((label, w, mode, design));
+                    }
+                    continue;
+                }
+                design.index = index;
+                configs.push((format!("{index} {label}"), w, mode, design));
+            }
+        }
+    }
+    let cpus = args.cpus.clone().unwrap_or_else(|| vec![2]);
+    let config = ValidateConfig {
+        configs,
+        cpus,
+        machine,
+        timing: args.timing()?,
+        repeat: args.repeat,
+        record_ops: args.record_ops,
+        resident: args.resident,
+        resident_vmas: args.resident_vmas,
+        ops_per_cpu: args.ops_per_cpu,
+        seed: args.seed,
+    };
+    let stdout = io::stdout();
+    let mut write_error = None;
+    let rows = project::validate(&config, &mut |r| {
+        if args.json {
+            let mut line = serde_json::to_string(r).unwrap_or_default();
+            line.push('\n');
+            if let Err(e) = stdout.lock().write_all(line.as_bytes()) {
+                write_error.get_or_insert(e);
+            }
+        } else {
+            eprintln!(
+                "vmbench project --validate: {} {} x{}: predicted {:.0}, measured {:.0} ops/s ({:+.1} %)",
+                r.workload,
+                r.config,
+                r.cpus,
+                r.predicted,
+                r.measured,
+                r.error * 100.0
+            );
+        }
+    })?;
+    if let Some(e) = write_error {
+        return Err(LabError(format!("writing results: {e}")));
+    }
+    let report = validation_markdown(&rows, args.bound);
+    let dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("runs/validate"));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| LabError(format!("creating {}: {e}", dir.display())))?;
+    let mut jsonl = String::new();
+    for r in &rows {
+        jsonl.push_str(&serde_json::to_string(r).map_err(|e| LabError(e.to_string()))?);
+        jsonl.push('\n');
+    }
+    let write_file = |path: &std::path::Path, text: &str| {
+        vmresults::output::write_file(path, text).map_err(LabError::from)
+    };
+    write_file(&dir.join("validation.jsonl"), &jsonl)?;
+    write_file(&dir.join("validation.md"), &report)?;
+    write_file(
+        &dir.join("machine.json"),
+        &serde_json::to_string_pretty(&config.machine).map_err(|e| LabError(e.to_string()))?,
+    )?;
+    if !args.json {
+        println!("{report}");
+    }
+    let over = rows.iter().filter(|r| r.error.abs() > args.bound).count();
+    eprintln!(
+        "vmbench project --validate: {} predictions, {over} outside ±{:.0} %; results in {}",
+        rows.len(),
+        args.bound * 100.0,
+        dir.display()
+    );
+    Ok(over == 0)
+}

@@ -1,0 +1,169 @@
+//! End-to-end checks of `vmbench project`: the JSON points of a
+//! projection onto the execl report's machine, the files it writes, the
+//! validation's report and exit status, and one-line errors for bad
+//! machine descriptions.
+
+use std::process::{Command, Output};
+
+fn vmbench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_vmbench"))
+        .args(args)
+        .output()
+        .expect("failed to start vmbench")
+}
+
+fn json_lines(out: &Output) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+#[test]
+fn execl_on_the_12_node_machine_gives_every_design_and_lock_at_every_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = vmbench(&[
+        "project",
+        "--quick",
+        "--workloads",
+        "execl",
+        "--machine",
+        "12x32",
+        "--cpus",
+        "1,2,384",
+        "--resident-vmas",
+        "600",
+        "--json",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let points = json_lines(&out);
+    // Five designs x three locks x three counts.
+    assert_eq!(points.len(), 45, "{points:?}");
+    for p in &points {
+        for field in [
+            "workload", "imap", "lock", "index", "machine", "cpus", "value", "unit",
+        ] {
+            assert!(p.get(field).is_some(), "no {field} in {p}");
+        }
+        assert_eq!(p["workload"], "execl");
+        assert_eq!(p["machine"], "12x32");
+        assert_eq!(p["unit"], "ops/s");
+        assert!(p["value"].as_f64().unwrap() > 0.0, "{p}");
+    }
+    let mut designs: Vec<&str> = points.iter().map(|p| p["imap"].as_str().unwrap()).collect();
+    designs.sort_unstable();
+    designs.dedup();
+    assert_eq!(
+        designs,
+        ["adaptive", "distributed", "single", "split", "split-locked"]
+    );
+    for file in [
+        "points.jsonl",
+        "results.jsonl",
+        "table.txt",
+        "table.md",
+        "breakdown.md",
+        "execl.svg",
+        "index.html",
+    ] {
+        assert!(dir.path().join(file).exists(), "no {file}");
+    }
+}
+
+#[test]
+fn a_bad_machine_description_is_one_line() {
+    for (machine, says) in [
+        ("0x32", "node"),
+        ("12x0", "CPU"),
+        ("no-such-machine", "no-such-machine"),
+    ] {
+        let out = vmbench(&["project", "--quick", "--machine", machine]);
+        assert!(!out.status.success(), "{machine} was accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(err.contains(says), "{machine}: {err}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.json");
+    let mut m: serde_json::Value = serde_json::from_str(
+        r#"{"name":"bad","nodes":2,"cpus_per_node":4,"ccx_cpus":4,"ccx_ns":20.0,
+            "node_ns":40.0,"remote_ns":[[0.0,100.0,100.0]],"wake_ns":5000.0,
+            "sleep_ns":3000.0,"source":"test"}"#,
+    )
+    .unwrap();
+    std::fs::write(&file, m.to_string()).unwrap();
+    let out = vmbench(&["project", "--quick", "--machine", file.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.trim_end().lines().count() == 1,
+        "{err}"
+    );
+    assert!(err.contains("matrix"), "{err}");
+    m["remote_ns"] = serde_json::json!([[0.0, 100.0], [100.0, 0.0]]);
+    m["ccx_ns"] = serde_json::json!(-1.0);
+    std::fs::write(&file, m.to_string()).unwrap();
+    let out = vmbench(&["project", "--quick", "--machine", file.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.trim_end().lines().count() == 1,
+        "{err}"
+    );
+    assert!(err.contains("ccx_ns"), "{err}");
+}
+
+#[test]
+fn validation_reports_predicted_measured_and_error_and_its_status_follows_the_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = |bound: &'static str| {
+        vec![
+            "project".to_string(),
+            "--validate".to_string(),
+            "--quick".to_string(),
+            "--workloads".to_string(),
+            "brk1".to_string(),
+            "--index".to_string(),
+            "maple".to_string(),
+            "--repeat".to_string(),
+            "1".to_string(),
+            "--bound".to_string(),
+            bound.to_string(),
+            "--json".to_string(),
+            "--out".to_string(),
+            dir.path().to_str().unwrap().to_string(),
+        ]
+    };
+    let run = |bound| {
+        let a = args(bound);
+        vmbench(&a.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let out = run("1000");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = json_lines(&out);
+    // brk1 in both modes.
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for r in &rows {
+        for field in ["workload", "config", "predicted", "measured", "error"] {
+            assert!(r.get(field).is_some(), "no {field} in {r}");
+        }
+        let (p, m, e) = (
+            r["predicted"].as_f64().unwrap(),
+            r["measured"].as_f64().unwrap(),
+            r["error"].as_f64().unwrap(),
+        );
+        assert!(p > 0.0 && m > 0.0, "{r}");
+        assert!(((p - m) / m - e).abs() < 1e-9, "{r}");
+    }
+    assert!(dir.path().join("validation.md").exists());
+    // No prediction is exact: a bound of zero fails the run.
+    assert!(!run("0.0000001").status.success());
+}

@@ -1,0 +1,387 @@
+//! `vmbench project`: the lab's workloads carried to machines it does not
+//! have.
+//!
+//! A projection records a workload's [profile](crate::profile) at one
+//! worker on this machine, then simulates many CPUs running it on a
+//! described [`Machine`] ([`vmproject::sim`]). [`project`] does that for
+//! every workload, design, lock kind and CPU count asked for;
+//! [`validate`] checks the method where the answer can be measured: it
+//! predicts this machine at more workers from its one-worker profile, runs
+//! those workers for real, and reports the error of every prediction.
+//!
+//! Where a design cannot change a workload, it is projected once: a
+//! profile that takes no i_mmap lock is projected for the first i_mmap
+//! design only, and one that takes neither an i_mmap nor an anon_vma lock
+//! for the first lock kind only (the lock kinds replace only those locks'
+//! algorithm).
+
+use std::sync::Arc;
+
+use mm::lock::LockKind;
+use mm::policy::ImapDesign;
+use mm::topology::Topology;
+use mm::IndexKind;
+use serde::Serialize;
+use vmproject::sim::{self, Breakdown};
+use vmproject::{LockClass, Machine, Profile};
+
+pub mod report;
+
+use crate::profile;
+use crate::run::harness::{self, Design, Mode, Spec, Timing};
+use crate::run::workload::Workload;
+use crate::LabError;
+
+/// The profile's lock kind for one of the lab's.
+pub fn lock_kind(kind: LockKind) -> vmproject::LockKind {
+    match kind {
+        LockKind::Std => vmproject::LockKind::Std,
+        LockKind::Rwsem => vmproject::LockKind::Rwsem,
+        LockKind::Numa => vmproject::LockKind::Numa,
+    }
+}
+
+/// Operations recorded per profile unless asked otherwise.
+pub const DEFAULT_RECORD_OPS: usize = 64;
+
+/// What a projection computes.
+#[derive(Debug, Clone)]
+pub struct ProjectConfig {
+    /// Workloads and the mode each runs in, in report order.
+    pub workloads: Vec<(Workload, Mode)>,
+    /// VMA indexes.
+    pub indexes: Vec<IndexKind>,
+    /// i_mmap designs.
+    pub imaps: Vec<ImapDesign>,
+    /// Lock kinds of the reverse-map locks.
+    pub locks: Vec<LockKind>,
+    /// The machine projected onto.
+    pub machine: Machine,
+    /// CPU counts, each at most the machine's.
+    pub cpus: Vec<usize>,
+    /// The one-worker calibration run of each profile.
+    pub timing: Timing,
+    /// Operations recorded per profile.
+    pub record_ops: usize,
+    /// Resident VMAs per address space (see `vmbench run --resident`).
+    pub resident: usize,
+    /// `execl`: libc VMAs of the idle processes.
+    pub resident_vmas: usize,
+    /// Operations each simulated CPU completes in the measured window;
+    /// `None` sizes it to the profile ([`sim::ops_per_cpu_for`]).
+    pub ops_per_cpu: Option<usize>,
+    /// The simulation's seed.
+    pub seed: u64,
+}
+
+/// One projected point: a workload under one design on one machine at one
+/// CPU count, and where its CPUs' time went.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProjectedPoint {
+    /// The workload.
+    pub workload: String,
+    /// `processes` or `threads`.
+    pub mode: String,
+    /// The VMA index.
+    pub index: String,
+    /// The i_mmap design.
+    pub imap: String,
+    /// The reverse-map lock kind.
+    pub lock: String,
+    /// The machine's name.
+    pub machine: String,
+    /// Simulated CPUs.
+    pub cpus: usize,
+    /// Projected throughput, all CPUs together.
+    pub value: f64,
+    /// `ops/s`.
+    pub unit: &'static str,
+    /// Where the CPUs' time went.
+    pub breakdown: Breakdown,
+}
+
+/// The topology a profile is recorded under for `machine`: this machine's
+/// own for `host`, else the machine's shape emulated, so that the i_mmap
+/// groups (and the VMAs each group's tree holds) are the projected
+/// machine's.
+fn recording_topology(machine: &Machine) -> Result<Arc<Topology>, LabError> {
+    if machine.name == "host" {
+        return Ok(mm::topology::host());
+    }
+    Topology::emulated(machine.nodes, machine.cpus_per_node)
+        .map(Arc::new)
+        .map_err(|e| LabError(format!("machine {}: {e}", machine.name)))
+}
+
+/// A one-worker spec of `workload` under `design`.
+fn spec(
+    workload: Workload,
+    mode: Mode,
+    design: Design,
+    topology: &Arc<Topology>,
+    resident: usize,
+    resident_vmas: usize,
+) -> Spec {
+    Spec {
+        workload,
+        mode,
+        design,
+        threads: 1,
+        resident,
+        resident_vmas,
+        topology: Arc::clone(topology),
+        pin: !topology.is_emulated(),
+    }
+}
+
+fn takes(profile: &Profile, classes: &[LockClass]) -> bool {
+    profile.locks.iter().any(|l| classes.contains(&l.class))
+        || profile
+            .converts_to
+            .as_ref()
+            .is_some_and(|c| c.profile.locks.iter().any(|l| classes.contains(&l.class)))
+}
+
+/// Records each workload's profiles and projects them onto the machine at
+/// every CPU count; `on_point` sees each point as it is computed.
+pub fn project(
+    config: &ProjectConfig,
+    on_point: &mut dyn FnMut(&ProjectedPoint),
+) -> Result<Projection, LabError> {
+    config
+        .machine
+        .validate()
+        .map_err(|e| LabError(e.to_string()))?;
+    if let Some(&c) = config
+        .cpus
+        .iter()
+        .find(|&&c| c == 0 || c > config.machine.cpus())
+    {
+        return Err(LabError(format!(
+            "--cpus: {c} CPUs on machine {} (1 to {})",
+            config.machine.name,
+            config.machine.cpus()
+        )));
+    }
+    let topology = recording_topology(&config.machine)?;
+    let mut out = Vec::new();
+    let mut profiles = Vec::new();
+    for &(workload, mode) in &config.workloads {
+        for &index in &config.indexes {
+            for (d, &imap) in config.imaps.iter().enumerate() {
+                let design = Design {
+                    index,
+                    imap,
+                    lock: config.locks.first().copied().unwrap_or_default(),
+                    anon_rule: true,
+                };
+                let s = spec(
+                    workload,
+                    mode,
+                    design,
+                    &topology,
+                    config.resident,
+                    config.resident_vmas,
+                );
+                let profile = profile::record(&s, config.record_ops, &config.timing)?;
+                if d > 0 && !takes(&profile, &[LockClass::IMmap]) {
+                    break;
+                }
+                profiles.push(profile.clone());
+                for (l, &lock) in config.locks.iter().enumerate() {
+                    if l > 0 && !takes(&profile, &[LockClass::IMmap, LockClass::AnonVma]) {
+                        break;
+                    }
+                    for &cpus in &config.cpus {
+                        let sim_config = sim::Config {
+                            cpus,
+                            lock: Some(lock_kind(lock)),
+                            seed: config.seed,
+                            ops_per_cpu: config
+                                .ops_per_cpu
+                                .unwrap_or_else(|| sim::ops_per_cpu_for(&profile)),
+                        };
+                        let p = sim::simulate(&profile, &config.machine, &sim_config)
+                            .map_err(|e| LabError(format!("{workload} {design}: {e}")))?;
+                        let point = ProjectedPoint {
+                            workload: workload.name().to_string(),
+                            mode: mode.name().to_string(),
+                            index: index.name().to_string(),
+                            imap: imap.name().to_string(),
+                            lock: lock.name().to_string(),
+                            machine: config.machine.name.clone(),
+                            cpus,
+                            value: p.ops_per_sec,
+                            unit: "ops/s",
+                            breakdown: p.breakdown,
+                        };
+                        on_point(&point);
+                        out.push(point);
+                    }
+                }
+            }
+        }
+    }
+    Ok(Projection {
+        points: out,
+        profiles,
+    })
+}
+
+/// What [`project`] returns: the points, and the profiles they were
+/// simulated from (one per workload, mode, index and i_mmap design).
+#[derive(Debug, Clone)]
+pub struct Projection {
+    /// Every projected point, in computation order.
+    pub points: Vec<ProjectedPoint>,
+    /// The recorded profiles.
+    pub profiles: Vec<Profile>,
+}
+
+/// What [`validate`] checks.
+#[derive(Debug, Clone)]
+pub struct ValidateConfig {
+    /// The configurations: a label, the workload, its mode and design.
+    pub configs: Vec<(String, Workload, Mode, Design)>,
+    /// Worker counts predicted and measured (each above 1).
+    pub cpus: Vec<usize>,
+    /// This machine, measured.
+    pub machine: Machine,
+    /// The calibration run and every measured run.
+    pub timing: Timing,
+    /// Measured runs per point; the median is compared.
+    pub repeat: usize,
+    /// Operations recorded per profile.
+    pub record_ops: usize,
+    /// Resident VMAs per address space.
+    pub resident: usize,
+    /// `execl`: libc VMAs of the idle processes.
+    pub resident_vmas: usize,
+    /// Operations each simulated CPU completes; `None` sizes it to the
+    /// profile ([`sim::ops_per_cpu_for`]).
+    pub ops_per_cpu: Option<usize>,
+    /// The simulation's seed.
+    pub seed: u64,
+}
+
+/// One prediction against its measurement.
+#[derive(Debug, Clone, Serialize)]
+pub struct Validation {
+    /// The workload.
+    pub workload: String,
+    /// The configuration's label.
+    pub config: String,
+    /// `processes` or `threads`.
+    pub mode: String,
+    /// The VMA index.
+    pub index: String,
+    /// The i_mmap design.
+    pub imap: String,
+    /// The reverse-map lock kind.
+    pub lock: String,
+    /// Whether the anon_vma rule was on.
+    pub anon_rule: bool,
+    /// Workers.
+    pub cpus: usize,
+    /// Measured throughput at one worker (the calibration).
+    pub one_worker: f64,
+    /// Predicted throughput at `cpus` workers.
+    pub predicted: f64,
+    /// Measured throughput at `cpus` workers (median of the runs).
+    pub measured: f64,
+    /// `(predicted - measured) / measured`.
+    pub error: f64,
+    /// `ops/s`.
+    pub unit: &'static str,
+}
+
+/// Predicts every configuration at every worker count on this machine
+/// from its one-worker profile, measures it, and reports both.
+pub fn validate(
+    config: &ValidateConfig,
+    on_row: &mut dyn FnMut(&Validation),
+) -> Result<Vec<Validation>, LabError> {
+    config
+        .machine
+        .validate()
+        .map_err(|e| LabError(e.to_string()))?;
+    let topology = mm::topology::host();
+    if let Some(&c) = config
+        .cpus
+        .iter()
+        .find(|&&c| c < 2 || c > topology.nr_cpus())
+    {
+        return Err(LabError(format!(
+            "--cpus: {c} workers to validate with on {} CPUs (2 to {})",
+            topology.nr_cpus(),
+            topology.nr_cpus()
+        )));
+    }
+    let mut out = Vec::new();
+    for (label, workload, mode, design) in &config.configs {
+        let s = spec(
+            *workload,
+            *mode,
+            *design,
+            &topology,
+            config.resident,
+            config.resident_vmas,
+        );
+        let profile = profile::record(&s, config.record_ops, &config.timing)?;
+        for &cpus in &config.cpus {
+            let sim_config = sim::Config {
+                cpus,
+                lock: None,
+                seed: config.seed,
+                ops_per_cpu: config
+                    .ops_per_cpu
+                    .unwrap_or_else(|| sim::ops_per_cpu_for(&profile)),
+            };
+            let predicted = sim::simulate(&profile, &config.machine, &sim_config)
+                .map_err(|e| LabError(format!("{workload} {design}: {e}")))?
+                .ops_per_sec;
+            let measured = median_rate(
+                &Spec {
+                    threads: cpus,
+                    ..s.clone()
+                },
+                &config.timing,
+                config.repeat,
+            )?;
+            let row = Validation {
+                workload: workload.name().to_string(),
+                config: label.clone(),
+                mode: mode.name().to_string(),
+                index: design.index.name().to_string(),
+                imap: design.imap.name().to_string(),
+                lock: design.lock.name().to_string(),
+                anon_rule: design.anon_rule,
+                cpus,
+                one_worker: profile.ops_per_sec,
+                predicted,
+                measured,
+                error: (predicted - measured) / measured,
+                unit: "ops/s",
+            };
+            on_row(&row);
+            out.push(row);
+        }
+    }
+    Ok(out)
+}
+
+/// The median throughput of `repeat` runs of `spec`.
+fn median_rate(spec: &Spec, timing: &Timing, repeat: usize) -> Result<f64, LabError> {
+    let mut rates = Vec::with_capacity(repeat.max(1));
+    for _ in 0..repeat.max(1) {
+        let m = harness::measure(spec, timing).map_err(|e| {
+            LabError(format!(
+                "{} {} x{}: {e}",
+                spec.workload, spec.design, spec.threads
+            ))
+        })?;
+        rates.push(m.ops_per_sec());
+    }
+    rates.sort_by(f64::total_cmp);
+    Ok(rates[rates.len() / 2])
+}
