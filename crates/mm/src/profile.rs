@@ -77,7 +77,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::lockstat::LockClass;
@@ -336,79 +336,126 @@ pub fn mark(tag: u64) {
     }
 }
 
-/// Names made for locks while a thread records: bit 63 set, so that none
-/// is a user-space address.
-static NAMES: AtomicU64 = AtomicU64::new(1 << 63);
+/// Names made for locks while a thread records (0 is none).
+static NAMES: AtomicU32 = AtomicU32::new(1);
 
 /// A name for a lock being made: 0 (know it by its address) unless some
 /// thread records.
-#[inline]
-pub(crate) fn new_id() -> u64 {
+#[inline(always)]
+pub(crate) fn new_id() -> u32 {
     if anyone() {
-        NAMES.fetch_add(1, Ordering::Relaxed)
+        next_name()
     } else {
         0
     }
 }
 
-/// A lock (by its key: see [`What::Acquire`]) was taken.
+#[cold]
+#[inline(never)]
+fn next_name() -> u32 {
+    // Past 2^32 names a name is reused; 0 is skipped.
+    NAMES.fetch_add(1, Ordering::Relaxed).max(1)
+}
+
+/// The key of a lock named `id` by [`new_id`]: bit 63 set, so that none
+/// is a user-space address.
 #[inline]
-pub(crate) fn acquired(class: LockClass, key: u64, write: bool, group: bool) {
+pub(crate) fn named(id: u32) -> u64 {
+    (1 << 63) | u64::from(id)
+}
+
+/// A lock (by its key: see [`What::Acquire`]) was taken. Returns whether
+/// some thread records, for the caller to pass the release on only then.
+///
+/// Every hook is a check of one global, inlined, and a call of a cold
+/// function out of line: the paths it sits in (a page fault is 30 ns)
+/// keep their registers and their layout.
+#[inline(always)]
+pub(crate) fn acquired(class: LockClass, key: u64, write: bool, group: bool) -> bool {
+    let on = anyone();
+    if on {
+        acquired_slow(class, key, write, group);
+    }
+    on
+}
+
+/// [`acquired`]'s work, for a caller that checked [`on`] itself.
+#[cold]
+#[inline(never)]
+pub(crate) fn acquired_slow(class: LockClass, key: u64, write: bool, group: bool) {
+    with(|r, now| {
+        r.flush(now, None);
+        let lock = r.instance(key);
+        r.held.push(Held { lock, class, write });
+        r.push(
+            now,
+            What::Acquire {
+                class,
+                lock,
+                key,
+                write,
+                group,
+            },
+        );
+    });
+}
+
+/// The lock known by `key` is being released.
+#[inline(always)]
+pub(crate) fn released(key: u64) {
     if anyone() {
-        with(|r, now| {
-            r.flush(now, None);
-            let lock = r.instance(key);
-            r.held.push(Held { lock, class, write });
-            r.push(
-                now,
-                What::Acquire {
-                    class,
-                    lock,
-                    key,
-                    write,
-                    group,
-                },
-            );
-        });
+        released_slow(key);
     }
 }
 
-/// The lock at `addr` is being released.
-#[inline]
-pub(crate) fn released(addr: u64) {
-    if anyone() {
-        with(|r, now| {
-            if let Some(&lock) = r.live.get(&addr) {
-                r.release(now, lock);
-            }
-        });
-    }
+#[cold]
+#[inline(never)]
+fn released_slow(key: u64) {
+    with(|r, now| {
+        if let Some(&lock) = r.live.get(&key) {
+            r.release(now, lock);
+        }
+    });
 }
 
 /// The lock at `addr` is being dropped: its address may serve another.
-#[inline]
+#[inline(always)]
 pub(crate) fn gone(addr: u64) {
     if anyone() {
-        with(|r, _| {
-            r.live.remove(&addr);
-        });
+        gone_slow(addr);
     }
+}
+
+#[cold]
+#[inline(never)]
+fn gone_slow(addr: u64) {
+    with(|r, _| {
+        r.live.remove(&addr);
+    });
 }
 
 /// The lines touched since the last lock event are the data of the lock
-/// at `addr` (held by this thread), not of the innermost lock.
-#[inline]
-pub(crate) fn lines_belong_to(addr: u64) {
+/// known by `key` (held by this thread), not of the innermost lock.
+#[inline(always)]
+pub(crate) fn lines_belong_to(key: u64) {
     if anyone() {
-        with(|r, now| {
-            let lock = r.live.get(&addr).copied();
-            if lock.is_some() {
-                r.flush(now, lock);
-            }
-        });
+        lines_belong_to_slow(key);
     }
 }
 
+#[cold]
+#[inline(never)]
+fn lines_belong_to_slow(key: u64) {
+    with(|r, now| {
+        let lock = r.live.get(&key).copied();
+        if lock.is_some() {
+            r.flush(now, lock);
+        }
+    });
+}
+
+#[cold]
+#[inline(never)]
 fn touch_range(addr: usize, bytes: usize, write: bool) {
     if bytes == 0 {
         return;
@@ -421,7 +468,7 @@ fn touch_range(addr: usize, bytes: usize, write: bool) {
 }
 
 /// The structure read (or wrote) `value`, all of it.
-#[inline]
+#[inline(always)]
 pub(crate) fn touch<T>(value: &T, write: bool) {
     if anyone() {
         touch_range(
@@ -433,7 +480,7 @@ pub(crate) fn touch<T>(value: &T, write: bool) {
 }
 
 /// The structure read (or wrote) `values`.
-#[inline]
+#[inline(always)]
 pub(crate) fn touch_slice<T>(values: &[T], write: bool) {
     if anyone() {
         touch_range(
@@ -446,14 +493,26 @@ pub(crate) fn touch_slice<T>(values: &[T], write: bool) {
 
 /// Lines a structure counted from its shape rather than touched: see the
 /// rule at the caller.
-#[inline]
+#[inline(always)]
 pub(crate) fn counted(read: u32, written: u32) {
     if anyone() {
-        with(|r, _| {
-            r.counted.0 += read;
-            r.counted.1 += written;
-        });
+        counted_slow(read, written);
     }
+}
+
+#[cold]
+#[inline(never)]
+fn counted_slow(read: u32, written: u32) {
+    with(|r, _| {
+        r.counted.0 += read;
+        r.counted.1 += written;
+    });
+}
+
+/// Whether some thread records: the one check every hook makes.
+#[inline(always)]
+pub(crate) fn on() -> bool {
+    anyone()
 }
 
 /// Whether a structure should compute a count for [`counted`] at all.

@@ -205,18 +205,37 @@ impl<T: Augment> Tree<T> {
     }
 
     /// Tell the profile recorder (`crate::profile`) that node `i` was
-    /// read, or written. The counting rule of this tree: every node a
-    /// descent, a walk or a rebalancing reads (through [`node`](Self::node)
-    /// and the link and colour accessors) is read, every node whose item,
-    /// links, colour or summary is stored to is written, each counted once
-    /// per critical section by the lines it spans. The sentinel is never
-    /// written and read-only shared by every tree, so it is not counted.
+    /// written. The counting rule of this tree: every node whose item,
+    /// links, colour or summary is stored to is written; a summary's
+    /// recomputation reads the node's children; the users' descents and
+    /// walks report the nodes they read ([`seen`](Self::seen)); each node
+    /// counted once per critical section by the lines it spans. Reads of
+    /// the rebalancing loops are not counted apart: the nodes they read
+    /// they nearly all write. The sentinel is never written and read-only
+    /// shared by every tree, so it is not counted.
     #[inline(always)]
     fn profile(&self, i: u32, write: bool) {
-        if crate::profile::counting() && i != NIL {
+        if crate::profile::counting() {
+            self.touch(i, write);
+        }
+    }
+
+    #[cold]
+    fn touch(&self, i: u32, write: bool) {
+        if i != NIL {
             if let Some(n) = self.nodes.get(i as usize) {
                 crate::profile::touch(n, write);
             }
+        }
+    }
+
+    /// A descent or a walk read node `i`; `on` is what
+    /// `crate::profile::counting()` said when it began (one check per
+    /// descent, not per node: these loops are the trees' hottest).
+    #[inline(always)]
+    pub(crate) fn seen(&self, on: bool, i: u32) {
+        if on {
+            self.touch(i, false);
         }
     }
 
@@ -225,7 +244,6 @@ impl<T: Augment> Tree<T> {
     /// out are meant to come back.
     #[inline]
     pub(crate) fn node(&self, i: u32) -> &Node<T> {
-        self.profile(i, false);
         &self.nodes[i as usize]
     }
 
@@ -259,7 +277,12 @@ impl<T: Augment> Tree<T> {
     #[inline]
     fn recompute(&mut self, i: u32) -> bool {
         let aug = T::compute(self, i);
-        self.profile(i, true);
+        if crate::profile::counting() {
+            let n = &self.nodes[i as usize];
+            self.touch(i, true);
+            self.touch(n.child[0], false);
+            self.touch(n.child[1], false);
+        }
         std::mem::replace(&mut self.nodes[i as usize].aug, aug) != aug
     }
 
@@ -315,7 +338,6 @@ impl<T: Augment> Tree<T> {
 
     #[inline]
     fn kid(&self, i: u32, right: bool) -> u32 {
-        self.profile(i, false);
         self.nodes[i as usize].child[usize::from(right)]
     }
 
@@ -327,7 +349,6 @@ impl<T: Augment> Tree<T> {
 
     #[inline]
     fn is_red(&self, i: u32) -> bool {
-        self.profile(i, false);
         self.nodes[i as usize].red
     }
 

@@ -40,7 +40,7 @@ impl VmaLock {
                 // shape rules out: a guard made for the failed attempt
                 // and dropped. The shuttle model below must fail then.
                 #[cfg(vmscale_mutant = "eager_guard")]
-                drop(VmaReadGuard(self));
+                drop(VmaReadGuard(self, false));
                 return None;
             }
             match self
@@ -49,12 +49,12 @@ impl VmaLock {
             {
                 Ok(_) => {
                     lockstat::acquired(LockClass::VmaLock);
-                    profile::acquired(LockClass::VmaLock, self.addr(), false, false);
+                    let recorded = profile::acquired(LockClass::VmaLock, self.addr(), false, false);
                     // Built only here, after the CAS: a guard made for a
                     // failed attempt (say by an eager `bool::then_some`)
                     // would release a hold nobody took, and let a writer
                     // in beside a reader.
-                    return Some(VmaReadGuard(self));
+                    return Some(VmaReadGuard(self, recorded));
                 }
                 Err(now) => s = now,
             }
@@ -105,7 +105,9 @@ impl VmaLock {
 /// wait for readers (`write_lock`) cannot be left waiting by a fault path
 /// that returns early or unwinds.
 #[must_use = "the read lock is released when the guard drops"]
-pub(crate) struct VmaReadGuard<'a>(&'a VmaLock);
+/// The flag says whether the profile recorder recorded the acquisition
+/// (and so wants the release).
+pub(crate) struct VmaReadGuard<'a>(&'a VmaLock, bool);
 
 impl Drop for VmaLock {
     fn drop(&mut self) {
@@ -117,7 +119,9 @@ impl Drop for VmaLock {
 impl Drop for VmaReadGuard<'_> {
     #[inline]
     fn drop(&mut self) {
-        profile::released(self.0.addr());
+        if self.1 {
+            profile::released(self.0.addr());
+        }
         // Release: the reader's accesses to the VMA happen before a
         // writer that sees the count drop goes on to replace it.
         self.0.state.fetch_sub(1, Ordering::Release);

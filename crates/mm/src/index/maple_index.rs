@@ -51,10 +51,15 @@ impl MapleIndex {
 /// whole tree built at fork writes every node. Nodes are counted whole,
 /// which overstates a search that reads only the pivots it compares.
 /// Computed only while a thread records: it walks the whole tree.
+#[inline(always)]
 fn profile(tree: &MapleVmas, searches: u32, stores: u32, built: bool) {
-    if !crate::profile::counting() {
-        return;
+    if crate::profile::counting() {
+        count(tree, searches, stores, built);
     }
+}
+
+#[cold]
+fn count(tree: &MapleVmas, searches: u32, stores: u32, built: bool) {
     let s = tree.mem_stats();
     if s.nodes == 0 {
         return;

@@ -87,7 +87,9 @@ impl<V> RbTree<V> {
     /// Slot index holding `key`, or `NIL`.
     fn find(&self, key: &Key) -> u32 {
         let mut cur = self.tree.root();
+        let on = crate::profile::counting();
         while cur != NIL {
+            self.tree.seen(on, cur);
             let n = self.tree.node(cur);
             cur = match key.cmp(&n.item.key) {
                 Ordering::Less => n.left(),
@@ -114,7 +116,9 @@ impl<V> RbTree<V> {
         let mut parent = NIL;
         let mut cur = self.tree.root();
         let mut right = false;
+        let on = crate::profile::counting();
         while cur != NIL {
+            self.tree.seen(on, cur);
             let n = self.tree.node(cur);
             parent = cur;
             right = match key.cmp(&n.item.key) {
@@ -160,7 +164,7 @@ impl<V> RbTree<V> {
     where
         F: FnMut(Entry<'a, V>) -> ControlFlow<()>,
     {
-        self.visit(self.tree.root(), first, last, f)
+        self.visit(self.tree.root(), first, last, f, crate::profile::counting())
     }
 
     /// In-order walk of `i`'s subtree, pruned by invariants 1 and 2.
@@ -171,16 +175,18 @@ impl<V> RbTree<V> {
         first: u64,
         last: u64,
         f: &mut impl FnMut(Entry<'a, V>) -> ControlFlow<()>,
+        on: bool,
     ) -> ControlFlow<()> {
         if i == NIL {
             return ControlFlow::Continue(());
         }
+        self.tree.seen(on, i);
         let n = self.tree.node(i);
         if n.aug < first {
             // Nothing below reaches the query.
             return ControlFlow::Continue(());
         }
-        self.visit(n.left(), first, last, f)?;
+        self.visit(n.left(), first, last, f, on)?;
         let key = n.item.key;
         if key.first > last {
             // This node and its right subtree all start past the query.
@@ -191,7 +197,7 @@ impl<V> RbTree<V> {
                 f(key.entry(value))?;
             }
         }
-        self.visit(n.right(), first, last, f)
+        self.visit(n.right(), first, last, f, on)
     }
 
     /// Nodes on the longest root-to-leaf path.

@@ -57,6 +57,9 @@ pub struct ReadGuard<'a, T> {
     sem: &'a RwSem<T>,
     /// The std lock's guard for the `Std` kind: dropping it releases.
     _std: Option<RwLockReadGuard<'a, ()>>,
+    /// Whether the profile recorder recorded the acquisition (and so
+    /// wants the release).
+    recorded: bool,
 }
 
 /// Exclusive access to the value of a [`RwSem`]; releases the write lock
@@ -72,20 +75,37 @@ pub struct ReadGuard<'a, T> {
 pub struct WriteGuard<'a, T> {
     sem: &'a RwSem<T>,
     _std: Option<RwLockWriteGuard<'a, ()>>,
+    recorded: bool,
 }
 
 impl<'a, T> ReadGuard<'a, T> {
     /// Only for `RwSem`, right after a shared acquisition (module invariant).
-    pub(super) fn new(sem: &'a RwSem<T>, std: Option<RwLockReadGuard<'a, ()>>) -> Self {
-        ReadGuard { sem, _std: std }
+    pub(super) fn new(
+        sem: &'a RwSem<T>,
+        std: Option<RwLockReadGuard<'a, ()>>,
+        recorded: bool,
+    ) -> Self {
+        ReadGuard {
+            sem,
+            _std: std,
+            recorded,
+        }
     }
 }
 
 impl<'a, T> WriteGuard<'a, T> {
     /// Only for `RwSem`, right after an exclusive acquisition (module
     /// invariant).
-    pub(super) fn new(sem: &'a RwSem<T>, std: Option<RwLockWriteGuard<'a, ()>>) -> Self {
-        WriteGuard { sem, _std: std }
+    pub(super) fn new(
+        sem: &'a RwSem<T>,
+        std: Option<RwLockWriteGuard<'a, ()>>,
+        recorded: bool,
+    ) -> Self {
+        WriteGuard {
+            sem,
+            _std: std,
+            recorded,
+        }
     }
 }
 
@@ -122,7 +142,9 @@ impl<T> DerefMut for WriteGuard<'_, T> {
 
 impl<T> Drop for ReadGuard<'_, T> {
     fn drop(&mut self) {
-        crate::profile::released(self.sem.key());
+        if self.recorded {
+            crate::profile::released(self.sem.key());
+        }
         // The std kind releases when its own guard (a field) drops.
         if let Raw::Sem(raw) = &self.sem.raw {
             raw.read_unlock();
@@ -132,7 +154,9 @@ impl<T> Drop for ReadGuard<'_, T> {
 
 impl<T> Drop for WriteGuard<'_, T> {
     fn drop(&mut self) {
-        crate::profile::released(self.sem.key());
+        if self.recorded {
+            crate::profile::released(self.sem.key());
+        }
         if let Raw::Sem(raw) = &self.sem.raw {
             raw.write_unlock();
         }

@@ -150,8 +150,9 @@ pub struct RwSem<T> {
     group: bool,
     /// The profile recorder's name for a lock made while a thread records
     /// (0 otherwise): such a lock may move (an address space is a value),
-    /// so its address does not name it.
-    id: u64,
+    /// so its address does not name it. 32 bits, beside the three bytes
+    /// above, so that the field takes no room of its own.
+    id: u32,
     raw: Raw,
     cell: cell::LockCell<T>,
 }
@@ -225,15 +226,22 @@ impl<T> RwSem<T> {
     #[inline]
     pub(crate) fn key(&self) -> u64 {
         if self.id != 0 {
-            self.id
+            profile::named(self.id)
         } else {
             self.addr() as u64
         }
     }
 
+    /// Tell the profile recorder of an acquisition; whether it records,
+    /// which the guard keeps so that its release asks nothing again.
     #[inline]
-    fn record(&self, write: bool) {
-        profile::acquired(self.class, self.key(), write, self.group);
+    fn record(&self, write: bool) -> bool {
+        // The key is worked out only when someone records.
+        let on = profile::on();
+        if on {
+            profile::acquired_slow(self.class, self.key(), write, self.group);
+        }
+        on
     }
 
     /// The lock's kind.
@@ -258,13 +266,11 @@ impl<T> RwSem<T> {
         match &self.raw {
             Raw::Std(l) => {
                 let g = std_acquire(self.class, || l.try_read(), || l.read());
-                self.record(false);
-                ReadGuard::new(self, Some(g))
+                ReadGuard::new(self, Some(g), self.record(false))
             }
             Raw::Sem(s) => {
                 s.read_lock();
-                self.record(false);
-                ReadGuard::new(self, None)
+                ReadGuard::new(self, None, self.record(false))
             }
         }
     }
@@ -281,13 +287,11 @@ impl<T> RwSem<T> {
         match &self.raw {
             Raw::Std(l) => {
                 let g = std_acquire(self.class, || l.try_write(), || l.write());
-                self.record(true);
-                WriteGuard::new(self, Some(g))
+                WriteGuard::new(self, Some(g), self.record(true))
             }
             Raw::Sem(s) => {
                 s.write_lock();
-                self.record(true);
-                WriteGuard::new(self, None)
+                WriteGuard::new(self, None, self.record(true))
             }
         }
     }
@@ -314,8 +318,7 @@ impl<T> RwSem<T> {
         match got {
             Some(std) => {
                 lockstat::acquired(self.class);
-                self.record(false);
-                Some(ReadGuard::new(self, std))
+                Some(ReadGuard::new(self, std, self.record(false)))
             }
             None => {
                 lockstat::try_failed(self.class);
@@ -346,8 +349,7 @@ impl<T> RwSem<T> {
         match got {
             Some(std) => {
                 lockstat::acquired(self.class);
-                self.record(true);
-                Some(WriteGuard::new(self, std))
+                Some(WriteGuard::new(self, std, self.record(true)))
             }
             None => {
                 lockstat::try_failed(self.class);
@@ -416,13 +418,13 @@ impl<T: fmt::Debug> fmt::Debug for RwSem<T> {
         // Peek without waiting and without counting: a Debug print must
         // not block on, or show up in the statistics of, the lock it shows.
         let guard = match &self.raw {
-            Raw::Std(l) => l.try_read().ok().map(|g| ReadGuard::new(self, Some(g))),
-            Raw::Sem(s) => s.try_read_lock().then(|| ReadGuard::new(self, None)),
+            // Not recorded, its release neither.
+            Raw::Std(l) => l
+                .try_read()
+                .ok()
+                .map(|g| ReadGuard::new(self, Some(g), false)),
+            Raw::Sem(s) => s.try_read_lock().then(|| ReadGuard::new(self, None, false)),
         };
-        if guard.is_some() {
-            // Its guard's drop records a release: record the hold.
-            self.record(false);
-        }
         match guard {
             Some(g) => d.field("data", &&*g),
             None => d.field("data", &format_args!("<locked>")),

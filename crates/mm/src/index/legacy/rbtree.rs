@@ -173,7 +173,9 @@ impl VmaTree {
     pub(super) fn find_next(&self, addr: u64) -> u32 {
         let mut i = self.tree.root();
         let mut best = NIL;
+        let on = crate::profile::counting();
         while i != NIL {
+            self.tree.seen(on, i);
             let n = self.tree.node(i);
             if n.item.end > addr {
                 best = i;
@@ -191,7 +193,9 @@ impl VmaTree {
     /// The node whose VMA starts exactly at `start`, or `NIL`.
     pub(super) fn lookup_start(&self, start: u64) -> u32 {
         let mut i = self.tree.root();
+        let on = crate::profile::counting();
         while i != NIL {
+            self.tree.seen(on, i);
             let n = self.tree.node(i);
             i = match start.cmp(&n.item.start) {
                 std::cmp::Ordering::Less => n.left(),
@@ -213,7 +217,9 @@ impl VmaTree {
         // the list predecessor, the last we went left at the successor.
         let (mut parent, mut right, mut prev, mut next) = (NIL, false, NIL, NIL);
         let mut i = self.tree.root();
+        let on = crate::profile::counting();
         while i != NIL {
+            self.tree.seen(on, i);
             let n = self.tree.node(i);
             parent = i;
             right = start >= n.item.start;
@@ -286,6 +292,7 @@ impl VmaTree {
     /// a wholly-inside subtree is either rejected by its gap record at
     /// once or holds a fit that the descent reaches without backtracking.
     fn first_fit(&self, i: u32, len: u64, min_end: u64) -> u32 {
+        self.tree.seen(crate::profile::counting(), i);
         let n = self.tree.node(i);
         if i == NIL || n.aug < len {
             return NIL;
@@ -309,6 +316,7 @@ impl VmaTree {
     /// gap start instead of gap end: a right descendant's gap starts at or
     /// above `i`'s end, a left descendant's at or below `i`'s gap start.
     fn last_fit(&self, i: u32, len: u64, max_start: u64) -> u32 {
+        self.tree.seen(crate::profile::counting(), i);
         let n = self.tree.node(i);
         if i == NIL || n.aug < len {
             return NIL;
