@@ -434,6 +434,7 @@ impl Layout {
             remote_ns,
             wake_ns,
             sleep_ns,
+            overlap: 1.0,
             source,
         }
     }
@@ -603,6 +604,62 @@ fn ping_pong(a: usize, b: usize, opts: &MeasureOptions) -> Result<f64, LabError>
         },
     )?;
     median(times[1..].to_vec()).ok_or_else(|| LabError("no round timed".to_string()))
+}
+
+/// Lines [`overlap`] has a CPU fetch at once.
+const BULK_LINES: usize = 32;
+
+/// How many line transfers a CPU overlaps: CPU `a` writes
+/// [`BULK_LINES`] lines, then CPU `b` reads them all (independent loads,
+/// which an out-of-order core issues together) while timing itself; the
+/// one-way latency of one line (`single_ns`) over the median time per line
+/// of a bulk read. At least 1.
+fn overlap(a: usize, b: usize, single_ns: f64, opts: &MeasureOptions) -> Result<f64, LabError> {
+    let lines: Vec<CachePadded<AtomicU64>> = (0..BULK_LINES)
+        .map(|_| CachePadded::new(AtomicU64::new(0)))
+        .collect();
+    let turn = CachePadded::new(AtomicU64::new(0));
+    let rounds = (opts.round_trips as u64).clamp(16, 1000);
+    // The reader on `b` times itself; the writer on `a` dirties.
+    let per_line = pinned_pair(
+        b,
+        a,
+        || {
+            let mut times = Vec::with_capacity(rounds as usize);
+            let mut sum = 0u64;
+            for r in 0..rounds {
+                while turn.load(Ordering::Acquire) != 2 * r + 1 {
+                    std::hint::spin_loop();
+                }
+                let t0 = Instant::now();
+                for l in &lines {
+                    sum = sum.wrapping_add(l.load(Ordering::Relaxed));
+                }
+                times.push(t0.elapsed().as_nanos() as f64 / BULK_LINES as f64);
+                turn.store(2 * r + 2, Ordering::Release);
+            }
+            // The sum keeps the loads; the first rounds warm up.
+            std::hint::black_box(sum);
+            times.split_off(times.len() / 4)
+        },
+        || {
+            for r in 0..rounds {
+                while turn.load(Ordering::Acquire) != 2 * r {
+                    std::hint::spin_loop();
+                }
+                for l in &lines {
+                    l.store(r, Ordering::Relaxed);
+                }
+                turn.store(2 * r + 1, Ordering::Release);
+            }
+        },
+    )?;
+    let bulk = median(per_line).ok_or_else(|| LabError("no bulk read timed".to_string()))?;
+    Ok(if bulk > 0.0 {
+        (single_ns / bulk).max(1.0)
+    } else {
+        1.0
+    })
 }
 
 /// Median nanoseconds from a thread on CPU `waker` waking a thread asleep
@@ -780,7 +837,12 @@ pub fn measure(opts: &MeasureOptions) -> Result<HostMeasurement, LabError> {
         .duration_since(UNIX_EPOCH)
         .map_or_else(|_| "unknown date".to_string(), |d| utc_date(d.as_secs()));
     let source = format!("measured on this machine ({model}, {date})");
-    let machine = layout.machine(&pairs, wake_ns, sleep_ns, source);
+    let mut machine = layout.machine(&pairs, wake_ns, sleep_ns, source);
+    let single = pairs
+        .iter()
+        .find(|p| (p.a, p.b) == (first, second) || (p.b, p.a) == (first, second))
+        .map_or(machine.ccx_ns, |p| p.ns);
+    machine.overlap = overlap(first, second, single, opts)?;
     machine
         .validate()
         .map_err(|e| LabError(format!("the measured description is unusable: {e}")))?;

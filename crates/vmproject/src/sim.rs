@@ -70,6 +70,13 @@
 //!   yet is free; a line costs one transfer from its last writer whatever
 //!   the number of sharers.
 //!
+//! A line moves to one CPU at a time: a word transfer that finds the
+//! word's previous transfer still under way waits for it, so CPUs that
+//! all write one word (readers counting themselves in and out of an rwsem)
+//! serialise on it, and their throughput is bounded by the transfer time
+//! however short their critical sections are. (The data's lines are not
+//! queued this way: a lock already serialises the writers of its data.)
+//!
 //! A CPU owns a lock from the moment it takes it; the acquisition's word
 //! transfer follows, inside the critical section. A release takes effect
 //! once its word transfer is done. Transfer time spent while holding a
@@ -398,6 +405,15 @@ pub enum SimError {
     },
 }
 
+/// How many transfer times `lines` lines of one critical section cost:
+/// the first in full, the rest overlapped [`Machine::overlap`] at a time.
+fn lines_cost(machine: &Machine, lines: u32) -> f64 {
+    if lines == 0 {
+        return 0.0;
+    }
+    1.0 + f64::from(lines - 1) / machine.overlap.max(1.0)
+}
+
 /// The machine CPUs that `n` simulated CPUs run on: spread over the
 /// nodes first (CPU `k` on node `k mod nodes`), then over each node's
 /// core complexes, as the kernel's load balancer spreads `n` busy tasks
@@ -711,6 +727,9 @@ struct Inst {
     readers: u32,
     /// The lock word's last writer.
     word: u32,
+    /// When the word's last transfer completes: a line moves to one CPU
+    /// at a time, so transfers of one word queue behind each other.
+    word_free: f64,
     /// The protected data's last writer.
     data: u32,
     /// Lines of the data its last writer left dirty: what another CPU's
@@ -856,6 +875,7 @@ impl<'a> Sim<'a> {
                         writer: NONE,
                         readers: 0,
                         word: NONE,
+                        word_free: 0.0,
                         data: NONE,
                         dirty: 0,
                         sharers: if l.scope == Scope::Worker {
@@ -1173,7 +1193,7 @@ impl<'a> Sim<'a> {
                     } else {
                         inst.spin.front().copied().unwrap_or(NONE)
                     };
-                    let cost = self.xfer(from, c);
+                    let cost = self.word_transfer(i, from, c);
                     self.insts[i].word = c as u32;
                     if cost > 0.0 {
                         self.add(c, i, XFER, cost);
@@ -1268,7 +1288,7 @@ impl<'a> Sim<'a> {
             bits[word] |= bit;
             // Only the lines the last writer dirtied move; the rest of
             // what this section reads is clean and already cached here.
-            return f64::from(read.min(dirty))
+            return lines_cost(machine, read.min(dirty))
                 * machine.transfer_ns(self.place[w as usize], self.place[c]);
         }
         let (cost, now_dirty) = if w == NONE {
@@ -1280,7 +1300,8 @@ impl<'a> Sim<'a> {
                 (read + written).min(dirty.max(written))
             };
             (
-                f64::from(lines) * machine.transfer_ns(self.place[w as usize], self.place[c]),
+                lines_cost(machine, lines)
+                    * machine.transfer_ns(self.place[w as usize], self.place[c]),
                 written,
             )
         } else {
@@ -1289,7 +1310,8 @@ impl<'a> Sim<'a> {
                 Some(k) => {
                     let other = k * 64 + bits[k].trailing_zeros() as usize;
                     (
-                        f64::from(written) * machine.transfer_ns(self.place[other], self.place[c]),
+                        lines_cost(machine, written)
+                            * machine.transfer_ns(self.place[other], self.place[c]),
                         written,
                     )
                 }
@@ -1353,10 +1375,26 @@ impl<'a> Sim<'a> {
 
     /// `c`'s access to the lock word as it takes the lock: its cost.
     fn pay(&mut self, c: usize, i: usize) -> f64 {
-        let cost = self.xfer(self.insts[i].word, c);
+        let cost = self.word_transfer(i, self.insts[i].word, c);
         self.insts[i].word = c as u32;
         self.add(c, i, XFER, cost);
         cost
+    }
+
+    /// Moves lock `i`'s word from `from` to `c` now: the transfer waits
+    /// for the word's transfers already under way (a line goes to one CPU
+    /// at a time, so CPUs that all write one word, readers counting
+    /// themselves in included, serialise on it). Returns the time `c`
+    /// spends, waiting included.
+    fn word_transfer(&mut self, i: usize, from: u32, c: usize) -> f64 {
+        let cost = self.xfer(from, c);
+        if cost <= 0.0 {
+            return 0.0;
+        }
+        let inst = &mut self.insts[i];
+        let done = inst.word_free.max(self.now) + cost;
+        inst.word_free = done;
+        done - self.now
     }
 
     fn take(&mut self, c: usize, i: usize, write: bool) -> f64 {
@@ -1744,6 +1782,7 @@ mod tests {
             remote_ns: vec![vec![remote; nodes]; nodes],
             wake_ns: sleep,
             sleep_ns: sleep,
+            overlap: 1.0,
             source: "test".into(),
         }
     }
@@ -1912,6 +1951,26 @@ mod tests {
                 "{kind:?} {two:?}"
             );
         }
+    }
+
+    /// Readers of one rwsem each write its word twice (in and out), and a
+    /// line moves to one CPU at a time: however many CPUs read, and
+    /// however short their sections, the word bounds throughput at one
+    /// operation per two transfers, 1 / (2r).
+    #[test]
+    fn readers_serialise_on_the_lock_word() {
+        let r = 100.0;
+        // One complex of 16 CPUs: every transfer costs r.
+        let mut m = machine(1, 16, r, r, 0.0);
+        m.ccx_cpus = 16;
+        let p = profile(
+            vec![lock(LockClass::MmapLock, LockKind::Rwsem, Scope::Shared)],
+            vec![vec![acq(0, false), run(1.0), rel(0)]],
+        );
+        let one = simulate(&p, &m, &config(1, None)).unwrap();
+        assert!(close(one.ops_per_sec, 1e9, 1e-9), "{one:?}");
+        let many = simulate(&p, &m, &config(16, None)).unwrap();
+        assert!(close(many.ops_per_sec, 1e9 / (2.0 * r), 0.05), "{many:?}");
     }
 
     /// Reads of data nobody writes stay in every reader's cache: readers

@@ -327,7 +327,13 @@ pub fn validate(
             config.resident,
             config.resident_vmas,
         );
-        let profile = profile::record(&s, config.record_ops, &config.timing)?;
+        let mut profile = profile::record(&s, config.record_ops, &config.timing)?;
+        // The calibration is one run; the measured points are medians of
+        // `repeat`, and so is the one-worker rate they are predicted from.
+        if config.repeat > 1 {
+            profile.ops_per_sec = median_rate(&s, &config.timing, config.repeat)?;
+            profile.calibrate();
+        }
         for &cpus in &config.cpus {
             let sim_config = sim::Config {
                 cpus,
