@@ -200,7 +200,7 @@ const SLEEP_NS: f64 = 2140.0;
 /// figure measures it the way the simulation uses it, so the presets take
 /// the value `vmbench topology --measure` gave on this project's machines
 /// (docs/machines.md, "Overlap").
-const OVERLAP: f64 = 1.0;
+const OVERLAP: f64 = 5.0;
 
 /// The `12x32` preset's sockets: 12 nodes on 2 sockets of 6. A choice
 /// without a source (the execl report names 12 nodes, not sockets); it

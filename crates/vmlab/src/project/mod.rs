@@ -1,7 +1,7 @@
 //! `vmbench project`: the lab's workloads carried to machines it does not
 //! have.
 //!
-//! A projection records a workload's [profile](crate::profile) at one
+//! A projection records a workload's [`profile`] at one
 //! worker on this machine, then simulates many CPUs running it on a
 //! described [`Machine`] ([`vmproject::sim`]). [`project`] does that for
 //! every workload, design, lock kind and CPU count asked for;
