@@ -934,6 +934,10 @@ pub fn render_measurement(h: &HostMeasurement) -> String {
         m.sleep_ns,
         "(median round trip on one CPU)".to_string(),
     ));
+    out.push_str(&format!(
+        "lines a CPU fetches at once (overlap): {:.1}  (one line's latency over the time per line of a bulk read of {BULK_LINES})\n",
+        m.overlap
+    ));
     if h.cpus.len() <= ALL_PAIRS_UP_TO {
         let mut sorted = h.cpus.clone();
         sorted.sort_unstable();
