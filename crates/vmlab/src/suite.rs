@@ -1099,12 +1099,14 @@ fn projection_section(plan: &Plan) -> Result<(), LabError> {
         locks: vec![LockKind::Rwsem, LockKind::Std, LockKind::Numa],
         cpus: crate::project::report::default_cpus(machine.cpus()),
         machine,
-        timing: plan.timing,
-        record_ops: crate::project::DEFAULT_RECORD_OPS,
-        resident: crate::run::resident::DEFAULT_RESIDENT,
-        resident_vmas: plan.resident_vmas,
-        ops_per_cpu: None,
-        seed: 1,
+        method: crate::project::Method {
+            timing: plan.timing,
+            record_ops: crate::project::DEFAULT_RECORD_OPS,
+            resident: crate::run::resident::DEFAULT_RESIDENT,
+            resident_vmas: plan.resident_vmas,
+            ops_per_cpu: None,
+            seed: 1,
+        },
     };
     println!("\nProjection (simulated, not measured): execl on the 12-node, 384-CPU machine\n");
     let projection = crate::project::project(&config, &mut |_| {})?;

@@ -17,7 +17,10 @@ use serde::{Deserialize, Serialize};
 /// The profile format this crate reads and writes.
 pub const FORMAT: u32 = 1;
 
-/// A lock class, as the lab's lock statistics group locks.
+/// A lock class, as the lab's lock statistics group locks
+/// (`mm::lockstat::LockClass`). Mirrored rather than imported: a profile is
+/// data, and this crate reads and simulates it without the address-space
+/// model (one recorded elsewhere, or from another model, reads the same).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LockClass {

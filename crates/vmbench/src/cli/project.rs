@@ -9,7 +9,7 @@ use mm::lock::LockKind;
 use mm::policy::ImapDesign;
 use mm::IndexKind;
 use vmlab::project::report::{default_cpus, validation_markdown, write_results};
-use vmlab::project::{self, ProjectConfig, ValidateConfig};
+use vmlab::project::{self, Method, ProjectConfig, ValidateConfig};
 use vmlab::run::harness::{Mode, Timing};
 use vmlab::run::workload::Workload;
 use vmlab::LabError;
@@ -146,6 +146,17 @@ impl ProjectArgs {
         })
     }
 
+    fn method(&self) -> Result<Method, LabError> {
+        Ok(Method {
+            timing: self.timing()?,
+            record_ops: self.record_ops,
+            resident: self.resident,
+            resident_vmas: self.resident_vmas,
+            ops_per_cpu: self.ops_per_cpu,
+            seed: self.seed,
+        })
+    }
+
     fn workloads(&self, default: &[Workload]) -> Vec<(Workload, Mode)> {
         let workloads = self
             .workloads
@@ -202,12 +213,7 @@ pub fn main(args: &ProjectArgs) -> Result<bool, LabError> {
             .clone()
             .unwrap_or_else(|| default_cpus(machine.cpus())),
         machine,
-        timing: args.timing()?,
-        record_ops: args.record_ops,
-        resident: args.resident,
-        resident_vmas: args.resident_vmas,
-        ops_per_cpu: args.ops_per_cpu,
-        seed: args.seed,
+        method: args.method()?,
     };
     let out_dir = args
         .out
@@ -285,13 +291,8 @@ fn validate(args: &ProjectArgs) -> Result<bool, LabError> {
         configs,
         cpus,
         machine,
-        timing: args.timing()?,
         repeat: args.repeat,
-        record_ops: args.record_ops,
-        resident: args.resident,
-        resident_vmas: args.resident_vmas,
-        ops_per_cpu: args.ops_per_cpu,
-        seed: args.seed,
+        method: args.method()?,
     };
     let stdout = io::stdout();
     let mut write_error = None;

@@ -44,6 +44,44 @@ pub fn lock_kind(kind: LockKind) -> vmproject::LockKind {
 /// Operations recorded per profile unless asked otherwise.
 pub const DEFAULT_RECORD_OPS: usize = 64;
 
+/// How a profile is recorded and simulated, the same for a projection
+/// and a validation.
+#[derive(Debug, Clone)]
+pub struct Method {
+    /// The one-worker calibration run of each profile.
+    pub timing: Timing,
+    /// Operations recorded per profile.
+    pub record_ops: usize,
+    /// Resident VMAs per address space (see `vmbench run --resident`).
+    pub resident: usize,
+    /// `execl`: libc VMAs of the idle processes.
+    pub resident_vmas: usize,
+    /// Operations each simulated CPU completes in the measured window;
+    /// `None` sizes it to the profile ([`sim::ops_per_cpu_for`]).
+    pub ops_per_cpu: Option<usize>,
+    /// The simulation's seed.
+    pub seed: u64,
+}
+
+impl Method {
+    /// The simulation's configuration at `cpus` CPUs for `profile`.
+    fn sim(
+        &self,
+        profile: &Profile,
+        cpus: usize,
+        lock: Option<vmproject::LockKind>,
+    ) -> sim::Config {
+        sim::Config {
+            cpus,
+            lock,
+            seed: self.seed,
+            ops_per_cpu: self
+                .ops_per_cpu
+                .unwrap_or_else(|| sim::ops_per_cpu_for(profile)),
+        }
+    }
+}
+
 /// What a projection computes.
 #[derive(Debug, Clone)]
 pub struct ProjectConfig {
@@ -59,19 +97,8 @@ pub struct ProjectConfig {
     pub machine: Machine,
     /// CPU counts, each at most the machine's.
     pub cpus: Vec<usize>,
-    /// The one-worker calibration run of each profile.
-    pub timing: Timing,
-    /// Operations recorded per profile.
-    pub record_ops: usize,
-    /// Resident VMAs per address space (see `vmbench run --resident`).
-    pub resident: usize,
-    /// `execl`: libc VMAs of the idle processes.
-    pub resident_vmas: usize,
-    /// Operations each simulated CPU completes in the measured window;
-    /// `None` sizes it to the profile ([`sim::ops_per_cpu_for`]).
-    pub ops_per_cpu: Option<usize>,
-    /// The simulation's seed.
-    pub seed: u64,
+    /// How profiles are recorded and simulated.
+    pub method: Method,
 }
 
 /// One projected point: a workload under one design on one machine at one
@@ -180,10 +207,10 @@ pub fn project(
                     mode,
                     design,
                     &topology,
-                    config.resident,
-                    config.resident_vmas,
+                    config.method.resident,
+                    config.method.resident_vmas,
                 );
-                let profile = profile::record(&s, config.record_ops, &config.timing)?;
+                let profile = profile::record(&s, config.method.record_ops, &config.method.timing)?;
                 if d > 0 && !takes(&profile, &[LockClass::IMmap]) {
                     break;
                 }
@@ -193,14 +220,7 @@ pub fn project(
                         break;
                     }
                     for &cpus in &config.cpus {
-                        let sim_config = sim::Config {
-                            cpus,
-                            lock: Some(lock_kind(lock)),
-                            seed: config.seed,
-                            ops_per_cpu: config
-                                .ops_per_cpu
-                                .unwrap_or_else(|| sim::ops_per_cpu_for(&profile)),
-                        };
+                        let sim_config = config.method.sim(&profile, cpus, Some(lock_kind(lock)));
                         let p = sim::simulate(&profile, &config.machine, &sim_config)
                             .map_err(|e| LabError(format!("{workload} {design}: {e}")))?;
                         let point = ProjectedPoint {
@@ -247,21 +267,11 @@ pub struct ValidateConfig {
     pub cpus: Vec<usize>,
     /// This machine, measured.
     pub machine: Machine,
-    /// The calibration run and every measured run.
-    pub timing: Timing,
     /// Measured runs per point; the median is compared.
     pub repeat: usize,
-    /// Operations recorded per profile.
-    pub record_ops: usize,
-    /// Resident VMAs per address space.
-    pub resident: usize,
-    /// `execl`: libc VMAs of the idle processes.
-    pub resident_vmas: usize,
-    /// Operations each simulated CPU completes; `None` sizes it to the
-    /// profile ([`sim::ops_per_cpu_for`]).
-    pub ops_per_cpu: Option<usize>,
-    /// The simulation's seed.
-    pub seed: u64,
+    /// How profiles are recorded and simulated; its timing is also every
+    /// measured run's.
+    pub method: Method,
 }
 
 /// One prediction against its measurement.
@@ -324,25 +334,18 @@ pub fn validate(
             *mode,
             *design,
             &topology,
-            config.resident,
-            config.resident_vmas,
+            config.method.resident,
+            config.method.resident_vmas,
         );
-        let mut profile = profile::record(&s, config.record_ops, &config.timing)?;
+        let mut profile = profile::record(&s, config.method.record_ops, &config.method.timing)?;
         // The calibration is one run; the measured points are medians of
         // `repeat`, and so is the one-worker rate they are predicted from.
         if config.repeat > 1 {
-            profile.ops_per_sec = median_rate(&s, &config.timing, config.repeat)?;
+            profile.ops_per_sec = median_rate(&s, &config.method.timing, config.repeat)?;
             profile.calibrate();
         }
         for &cpus in &config.cpus {
-            let sim_config = sim::Config {
-                cpus,
-                lock: None,
-                seed: config.seed,
-                ops_per_cpu: config
-                    .ops_per_cpu
-                    .unwrap_or_else(|| sim::ops_per_cpu_for(&profile)),
-            };
+            let sim_config = config.method.sim(&profile, cpus, None);
             let predicted = sim::simulate(&profile, &config.machine, &sim_config)
                 .map_err(|e| LabError(format!("{workload} {design}: {e}")))?
                 .ops_per_sec;
@@ -351,7 +354,7 @@ pub fn validate(
                     threads: cpus,
                     ..s.clone()
                 },
-                &config.timing,
+                &config.method.timing,
                 config.repeat,
             )?;
             let row = Validation {
