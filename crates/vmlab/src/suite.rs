@@ -1106,6 +1106,7 @@ fn projection_section(plan: &Plan) -> Result<(), LabError> {
             resident_vmas: plan.resident_vmas,
             ops_per_cpu: None,
             seed: 1,
+            spin_budget_ns: None,
         },
     };
     println!("\nProjection (simulated, not measured): execl on the 12-node, 384-CPU machine\n");

@@ -250,7 +250,7 @@ const LATE: usize = 2;
 /// What to simulate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Config {
-    /// CPUs running the workload: CPUs `0..cpus` of the machine.
+    /// CPUs running the workload, placed by [`placement`].
     pub cpus: usize,
     /// The kind the i_mmap and anon_vma locks run, instead of the
     /// profile's (`None`: as recorded).
@@ -260,6 +260,14 @@ pub struct Config {
     /// Operations each CPU is measured for (after a warm-up of a fifth as
     /// many).
     pub ops_per_cpu: usize,
+    /// The rwsem kinds' spinners give up after this many nanoseconds of
+    /// spinning whatever their owner does, and sleep: the lab's userspace
+    /// rwsem, which cannot see whether its owner runs and spins a fixed
+    /// number of rounds instead. `None`: the kernel's rule (spin while the
+    /// owner runs). `vmbench project --validate` sets it, to predict the
+    /// lock the lab runs.
+    #[serde(default)]
+    pub spin_budget_ns: Option<f64>,
 }
 
 impl Default for Config {
@@ -269,6 +277,7 @@ impl Default for Config {
             lock: None,
             seed: 1,
             ops_per_cpu: 200,
+            spin_budget_ns: None,
         }
     }
 }
@@ -380,6 +389,9 @@ pub enum SimError {
     /// `ops_per_cpu` is 0.
     #[error("ops_per_cpu is 0: nothing to measure")]
     NoOps,
+    /// A spin budget that is negative or not a number.
+    #[error("spin budget {0} ns: it must be finite and not negative")]
+    SpinBudget(f64),
     /// The profile does not validate.
     #[error(transparent)]
     Profile(#[from] ProfileError),
@@ -459,6 +471,11 @@ pub fn simulate(
     }
     if config.ops_per_cpu == 0 {
         return Err(SimError::NoOps);
+    }
+    if let Some(b) = config.spin_budget_ns {
+        if !b.is_finite() || b < 0.0 {
+            return Err(SimError::SpinBudget(b));
+        }
     }
     let mut sim = Sim::new(profile, machine, config);
     sim.run()?;
@@ -784,6 +801,8 @@ fn class_index(c: LockClass) -> usize {
 
 struct Sim<'a> {
     machine: &'a Machine,
+    /// [`Config::spin_budget_ns`].
+    spin_budget: Option<f64>,
     /// The machine CPU each simulated CPU runs on ([`placement`]).
     place: Vec<usize>,
     /// The profile and the ones it converts to, in order.
@@ -900,6 +919,7 @@ impl<'a> Sim<'a> {
         let mean = profile.mean_op_ns();
         let mut sim = Sim {
             machine,
+            spin_budget: config.spin_budget_ns,
             place,
             profiles,
             places,
@@ -1477,8 +1497,14 @@ impl<'a> Sim<'a> {
                 continue;
             }
             let keep = if inst.writer != NONE {
-                self.cpus[s].rspin_until = f64::INFINITY;
-                self.cpus[inst.writer as usize].running()
+                let running = self.cpus[inst.writer as usize].running();
+                match self.spin_budget {
+                    None => {
+                        self.cpus[s].rspin_until = f64::INFINITY;
+                        running
+                    }
+                    Some(budget) => running && self.within_budget(s, budget),
+                }
             } else if write {
                 let until = self.cpus[s].rspin_until;
                 if until == f64::INFINITY {
@@ -1503,6 +1529,21 @@ impl<'a> Sim<'a> {
         if inst.free() && inst.spinner == NONE && inst.waiters.len > 0 {
             self.serve(i, node);
         }
+    }
+
+    /// With a spin budget: whether spinner `s` may spin on (its budget
+    /// runs from when it blocked), with a wake-up scheduled for when the
+    /// budget runs out.
+    fn within_budget(&mut self, s: usize, budget: f64) -> bool {
+        let until = self.cpus[s].since + budget;
+        if self.now >= until {
+            return false;
+        }
+        if self.cpus[s].rspin_until != until {
+            self.cpus[s].rspin_until = until;
+            self.schedule(s, until);
+        }
+        true
     }
 
     /// `c` goes to sleep in `i`'s wait queue.
@@ -1971,6 +2012,53 @@ mod tests {
         assert!(close(one.ops_per_sec, 1e9, 1e-9), "{one:?}");
         let many = simulate(&p, &m, &config(16, None)).unwrap();
         assert!(close(many.ops_per_sec, 1e9 / (2.0 * r), 0.05), "{many:?}");
+    }
+
+    /// The kernel's rwsem spins as long as its owner runs; with a spin
+    /// budget shorter than the critical section (the lab's userspace
+    /// rwsem), waiters sleep instead, and pay the wake-up.
+    #[test]
+    fn a_spin_budget_sends_waiters_to_sleep() {
+        let m = machine(1, 4, 0.0, 0.0, 5000.0);
+        let p = profile(
+            vec![lock(LockClass::MmapLock, LockKind::Rwsem, Scope::Shared)],
+            vec![vec![run(100.0), acq(0, true), run(2000.0), rel(0)]],
+        );
+        let kernel = simulate(&p, &m, &config(2, None)).unwrap();
+        let c = kernel.breakdown.class(LockClass::MmapLock);
+        assert_eq!(c.sleeping, 0.0, "{kernel:?}");
+        assert!(c.spinning > 0.0, "{kernel:?}");
+        let lab = simulate(
+            &p,
+            &m,
+            &Config {
+                spin_budget_ns: Some(500.0),
+                ..config(2, None)
+            },
+        )
+        .unwrap();
+        let c = lab.breakdown.class(LockClass::MmapLock);
+        assert!(c.sleeping > 0.0, "{lab:?}");
+        assert!(lab.ops_per_sec < kernel.ops_per_sec, "{lab:?} {kernel:?}");
+        let bad = Config {
+            spin_budget_ns: Some(-1.0),
+            ..config(2, None)
+        };
+        assert!(matches!(
+            simulate(&p, &m, &bad),
+            Err(SimError::SpinBudget(_))
+        ));
+        // A budget longer than any wait changes nothing.
+        let long = simulate(
+            &p,
+            &m,
+            &Config {
+                spin_budget_ns: Some(1e9),
+                ..config(2, None)
+            },
+        )
+        .unwrap();
+        assert_eq!(long.ops_per_sec, kernel.ops_per_sec);
     }
 
     /// Reads of data nobody writes stay in every reader's cache: readers

@@ -50,6 +50,20 @@ use std::sync::{LockResult, TryLockError, TryLockResult};
 use crate::sync::RwLock;
 
 pub use cell::{ReadGuard, WriteGuard};
+
+/// Nanoseconds the lab's rwsem spins before it sleeps, measured on this
+/// machine (its fixed spin rounds, timed). A userspace lock cannot see
+/// whether its owner runs, so unlike the kernel's rwsem it spins a fixed
+/// budget; `vmbench project --validate` simulates that budget to predict
+/// the lock the lab runs.
+///
+/// ```
+/// assert!(mm::lock::spin_budget_ns() > 0.0);
+/// ```
+#[cfg(feature = "lab")]
+pub fn spin_budget_ns() -> f64 {
+    RawRwSem::spin_budget_ns()
+}
 #[cfg(feature = "lab")]
 pub use numa::MAX_LOCAL_HANDOFFS;
 use rwsem::RawRwSem;

@@ -420,6 +420,28 @@ impl RawRwSem {
         }
     }
 
+    /// Nanoseconds a spinner spends spinning before it goes to sleep on
+    /// this machine: the real spin loop, timed on a lock this thread holds
+    /// (so every round fails), the median of 31 timings. What a
+    /// simulation of this lock (not the kernel's, which spins while the
+    /// owner runs) needs.
+    #[cfg(feature = "lab")]
+    pub(crate) fn spin_budget_ns() -> f64 {
+        let sem = RawRwSem::new(LockClass::IMmap, false);
+        sem.write_lock();
+        let mut times: Vec<f64> = (0..31)
+            .map(|_| {
+                let t0 = Instant::now();
+                let got = sem.spin(Want::Write);
+                debug_assert!(!got, "a held lock was taken by its holder");
+                t0.elapsed().as_nanos() as f64
+            })
+            .collect();
+        sem.write_unlock();
+        times.sort_by(f64::total_cmp);
+        times[times.len() / 2]
+    }
+
     pub(crate) fn queued_waiters(&self) -> usize {
         self.queue().len()
     }

@@ -154,6 +154,8 @@ impl ProjectArgs {
             resident_vmas: self.resident_vmas,
             ops_per_cpu: self.ops_per_cpu,
             seed: self.seed,
+            // The kernel's rwsem; --validate sets the lab's budget.
+            spin_budget_ns: None,
         })
     }
 
@@ -292,7 +294,11 @@ fn validate(args: &ProjectArgs) -> Result<bool, LabError> {
         cpus,
         machine,
         repeat: args.repeat,
-        method: args.method()?,
+        // The lab's rwsem spins a fixed budget; predict the lock it runs.
+        method: Method {
+            spin_budget_ns: Some(mm::lock::spin_budget_ns()),
+            ..args.method()?
+        },
     };
     let stdout = io::stdout();
     let mut write_error = None;
@@ -318,7 +324,18 @@ fn validate(args: &ProjectArgs) -> Result<bool, LabError> {
     if let Some(e) = write_error {
         return Err(LabError(format!("writing results: {e}")));
     }
-    let report = validation_markdown(&rows, args.bound);
+    let m = &config.machine;
+    let report = format!(
+        "{}\nPredicted on {} ({}: {:.1} ns per line transfer in a complex, overlap {:.1}, futex wake-up {:.0} ns, sleep and wake {:.0} ns) with the lab's rwsem, which spins {:.0} ns before it sleeps.\n",
+        validation_markdown(&rows, args.bound),
+        m.name,
+        m.source,
+        m.ccx_ns,
+        m.overlap,
+        m.wake_ns,
+        m.sleep_ns,
+        config.method.spin_budget_ns.unwrap_or(0.0)
+    );
     let dir = args
         .out
         .clone()

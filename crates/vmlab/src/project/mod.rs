@@ -61,6 +61,11 @@ pub struct Method {
     pub ops_per_cpu: Option<usize>,
     /// The simulation's seed.
     pub seed: u64,
+    /// The rwsem spinners' budget ([`sim::Config::spin_budget_ns`]):
+    /// `None` simulates the kernel's rwsem (a projection); a validation
+    /// sets the lab's own ([`mm::lock::spin_budget_ns`]), since it
+    /// compares with the lock the lab runs.
+    pub spin_budget_ns: Option<f64>,
 }
 
 impl Method {
@@ -78,6 +83,7 @@ impl Method {
             ops_per_cpu: self
                 .ops_per_cpu
                 .unwrap_or_else(|| sim::ops_per_cpu_for(profile)),
+            spin_budget_ns: self.spin_budget_ns,
         }
     }
 }
