@@ -21,7 +21,7 @@ use mm::topology;
 use vmproject::profile::{Conversion, FORMAT};
 use vmproject::{LockClass, LockKind, LockRef, Profile, Scope, Step};
 
-use crate::run::harness::{self, Fixture, Spec, Timing};
+use crate::run::harness::{self, Fixture, Mode, Spec, Timing};
 use crate::run::workload::Job;
 use crate::LabError;
 
@@ -108,6 +108,23 @@ fn record_two(spec: &Spec, ops: usize, warmup: Duration) -> Result<(Ops, Ops), S
     let bound = |vcpu, pin| {
         topology::bind(&spec.topology, vcpu, pin).map_err(|e| format!("binding to CPU {vcpu}: {e}"))
     };
+    // Threads mode: the address space must be in the mode its workers
+    // run it in. The maple tree is written in place until a second thread
+    // faults in it, and in RCU mode (copies, grace periods) for good from
+    // then on; both recorded workers run on this thread, so worker 1 first
+    // warms up on a thread of its own.
+    if spec.mode == Mode::Threads {
+        std::thread::scope(|s| {
+            s.spawn(|| -> Result<(), String> {
+                bound(vcpu1, pin1)?;
+                let warmed = warm(&mut job1, warmup, false);
+                topology::unbind();
+                warmed
+            })
+            .join()
+            .unwrap_or_else(|_| Err("worker 1's warm-up panicked".to_string()))
+        })?;
+    }
     let result = (|| -> Result<(Vec<Event>, Vec<Event>), String> {
         bound(vcpu0, pin0)?;
         warm(&mut job0, warmup, false)?;
