@@ -147,6 +147,16 @@ impl ProjectArgs {
     }
 
     fn method(&self) -> Result<Method, LabError> {
+        if self.record_ops == 0 {
+            return Err(LabError(
+                "--record-ops: 0 operations (at least 1)".to_string(),
+            ));
+        }
+        if self.ops_per_cpu == Some(0) {
+            return Err(LabError(
+                "--ops-per-cpu: 0 operations (at least 1)".to_string(),
+            ));
+        }
         Ok(Method {
             timing: self.timing()?,
             record_ops: self.record_ops,
