@@ -121,8 +121,8 @@ pub struct ProjectArgs {
     pub json: bool,
 
     /// Directory for the results (points.jsonl, table.txt, table.md,
-    /// breakdown.md, plots, index.html). [default: runs/project-MACHINE,
-    /// runs/validate with --validate]
+    /// breakdown.md, plots, index.html). [default: vmbench-results/project-MACHINE,
+    /// vmbench-results/validate with --validate]
     #[arg(long)]
     pub out: Option<PathBuf>,
 }
@@ -227,10 +227,9 @@ pub fn main(args: &ProjectArgs) -> Result<bool, LabError> {
         machine,
         method: args.method()?,
     };
-    let out_dir = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("runs/project-{}", config.machine.name)));
+    let out_dir = args.out.clone().unwrap_or_else(|| {
+        PathBuf::from(format!("vmbench-results/project-{}", config.machine.name))
+    });
     let stdout = io::stdout();
     let mut write_error = None;
     let projection = project::project(&config, &mut |p| {
@@ -349,7 +348,7 @@ fn validate(args: &ProjectArgs) -> Result<bool, LabError> {
     let dir = args
         .out
         .clone()
-        .unwrap_or_else(|| PathBuf::from("runs/validate"));
+        .unwrap_or_else(|| PathBuf::from("vmbench-results/validate"));
     std::fs::create_dir_all(&dir)
         .map_err(|e| LabError(format!("creating {}: {e}", dir.display())))?;
     let mut jsonl = String::new();
