@@ -434,6 +434,7 @@ impl Layout {
             remote_ns,
             wake_ns,
             sleep_ns,
+            waker_ns: None,
             overlap: 1.0,
             source,
         }
@@ -663,13 +664,15 @@ fn overlap(a: usize, b: usize, single_ns: f64, opts: &MeasureOptions) -> Result<
 }
 
 /// Median nanoseconds from a thread on CPU `waker` waking a thread asleep
-/// (`park`, a futex wait) on CPU `sleeper` to that thread running again.
-fn wake_latency(sleeper: usize, waker: usize, count: usize) -> Result<f64, LabError> {
+/// (`park`, a futex wait) on CPU `sleeper` to that thread running again,
+/// and median nanoseconds the waker spends in the wake-up call itself.
+fn wake_latency(sleeper: usize, waker: usize, count: usize) -> Result<(f64, f64), LabError> {
     let base = Instant::now();
     let turn = AtomicU64::new(0);
     let waiting = AtomicU64::new(0);
     let sent_at = AtomicU64::new(0);
     let sleeper_thread = std::sync::OnceLock::new();
+    let calls = std::sync::Mutex::new(Vec::new());
     let count = count.max(1) as u64 + 1; // the first is a warm-up
     let now = || base.elapsed().as_nanos() as u64;
     let lat = pinned_pair(
@@ -689,6 +692,9 @@ fn wake_latency(sleeper: usize, waker: usize, count: usize) -> Result<f64, LabEr
             lat
         },
         || {
+            let mut calls = calls
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             for k in 1..=count {
                 while waiting.load(Ordering::SeqCst) != k {
                     std::hint::spin_loop();
@@ -698,12 +704,20 @@ fn wake_latency(sleeper: usize, waker: usize, count: usize) -> Result<f64, LabEr
                 sent_at.store(now(), Ordering::SeqCst);
                 turn.store(k, Ordering::SeqCst);
                 if let Some(t) = sleeper_thread.get() {
+                    let t0 = Instant::now();
                     t.unpark();
+                    calls.push(t0.elapsed().as_nanos() as f64);
                 }
             }
         },
     )?;
-    median(lat[1..].to_vec()).ok_or_else(|| LabError("no wake-up timed".to_string()))
+    let calls = calls
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let wake = median(lat[1..].to_vec()).ok_or_else(|| LabError("no wake-up timed".to_string()))?;
+    let call = median(calls.get(1..).unwrap_or_default().to_vec())
+        .ok_or_else(|| LabError("no wake-up call timed".to_string()))?;
+    Ok((wake, call))
 }
 
 /// Median nanoseconds of a sleep and wake round trip between two threads
@@ -830,7 +844,7 @@ pub fn measure(opts: &MeasureOptions) -> Result<HostMeasurement, LabError> {
     // The wake-up crosses CPUs, as a lock's hand-off to a sleeping waiter
     // does; the sleep cost is taken on one CPU, where wall time is CPU time.
     let (first, second) = (usable[0], usable[1]);
-    let wake_ns = wake_latency(first, second, opts.wakeups)?;
+    let (wake_ns, waker_ns) = wake_latency(first, second, opts.wakeups)?;
     let sleep_ns = sleep_cost(first, opts.wakeups.div_ceil(10).max(3))?;
     let model = vmresults::Machine::detect(&host).cpu_model;
     let date = SystemTime::now()
@@ -838,6 +852,7 @@ pub fn measure(opts: &MeasureOptions) -> Result<HostMeasurement, LabError> {
         .map_or_else(|_| "unknown date".to_string(), |d| utc_date(d.as_secs()));
     let source = format!("measured on this machine ({model}, {date})");
     let mut machine = layout.machine(&pairs, wake_ns, sleep_ns, source);
+    machine.waker_ns = Some(waker_ns);
     let single = pairs
         .iter()
         .find(|p| (p.a, p.b) == (first, second) || (p.b, p.a) == (first, second))
@@ -933,6 +948,15 @@ pub fn render_measurement(h: &HostMeasurement) -> String {
         "sleep + wake CPU (sleep_ns)",
         m.sleep_ns,
         "(median round trip on one CPU)".to_string(),
+    ));
+    out.push_str(&line(
+        "the waker's call (waker_ns)",
+        m.waker_cost_ns(),
+        if m.waker_ns.is_some() {
+            "(median; sleeper on another CPU)".to_string()
+        } else {
+            "(half of sleep_ns: not measured)".to_string()
+        },
     ));
     out.push_str(&format!(
         "lines a CPU fetches at once (overlap): {:.1}  (one line's latency over the time per line of a bulk read of {BULK_LINES})\n",

@@ -57,6 +57,15 @@ pub struct Machine {
     /// CPU nanoseconds a thread spends going to sleep on a futex and being
     /// switched back in (system calls and two context switches).
     pub sleep_ns: f64,
+    /// CPU nanoseconds the waker spends in a futex wake-up of a thread
+    /// asleep on another CPU (the system call, and the inter-processor
+    /// interrupt it sends; in a virtual machine that interrupt can cost
+    /// the waker as much as the wake-up takes). `None` (descriptions that
+    /// do not give it, and the presets, for want of a published figure):
+    /// half of [`Machine::sleep_ns`], one system call of the round trip.
+    /// See [`Machine::waker_cost_ns`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waker_ns: Option<f64>,
     /// How many line transfers one CPU has under way at once when a
     /// critical section touches many lines (an out-of-order core issues
     /// independent misses together): `L` lines cost one transfer plus
@@ -75,6 +84,17 @@ fn serial() -> f64 {
 }
 
 impl Machine {
+    /// [`Machine::waker_ns`], or half of [`Machine::sleep_ns`] where the
+    /// description does not give it.
+    ///
+    /// ```
+    /// let m = vmproject::Machine::preset("12x32").unwrap();
+    /// assert_eq!(m.waker_cost_ns(), m.sleep_ns / 2.0);
+    /// ```
+    pub fn waker_cost_ns(&self) -> f64 {
+        self.waker_ns.unwrap_or(self.sleep_ns / 2.0)
+    }
+
     /// Every CPU of the machine.
     pub fn cpus(&self) -> usize {
         self.nodes * self.cpus_per_node
@@ -264,6 +284,7 @@ impl Machine {
                 remote_ns: vec![vec![ICX_NODE_NS, ICX_REMOTE_NS], vec![ICX_REMOTE_NS, ICX_NODE_NS]],
                 wake_ns: WAKE_NS,
                 sleep_ns: SLEEP_NS,
+                waker_ns: None,
                 overlap: OVERLAP,
                 source: format!(
                     "2 sockets x 32 cores, Ice Lake-SP (Xeon Platinum 8375C): core-to-core from \
@@ -280,6 +301,7 @@ impl Machine {
                 remote_ns: vec![vec![GENOA_NODE_NS]],
                 wake_ns: WAKE_NS,
                 sleep_ns: SLEEP_NS,
+                waker_ns: None,
                 overlap: OVERLAP,
                 source: format!(
                     "1 node x 96 cores, EPYC 9654-class in NPS1 (12 CCDs of 8): Milan and \
@@ -440,6 +462,7 @@ impl Machine {
             ("node_ns".to_string(), self.node_ns),
             ("wake_ns".to_string(), self.wake_ns),
             ("sleep_ns".to_string(), self.sleep_ns),
+            ("waker_ns".to_string(), self.waker_cost_ns()),
         ];
         for (i, row) in self.remote_ns.iter().enumerate() {
             for (j, &v) in row.iter().enumerate() {
@@ -489,6 +512,7 @@ fn zen_shape(nodes: usize, cpus_per_node: usize) -> Machine {
         remote_ns: Vec::new(),
         wake_ns: WAKE_NS,
         sleep_ns: SLEEP_NS,
+        waker_ns: None,
         overlap: OVERLAP,
         source: String::new(),
     }

@@ -111,7 +111,12 @@
 //!   in cost [`Machine::sleep_ns`](crate::Machine::sleep_ns) of CPU time
 //!   and a wake-up takes [`Machine::wake_ns`](crate::Machine::wake_ns)
 //!   before the woken CPU runs: a woken CPU runs again `wake_ns +
-//!   sleep_ns` after the wake, all of it counted as sleeping.
+//!   sleep_ns` after the wake, all of it counted as sleeping. The CPU
+//!   whose release wakes (or grants the lock to) a sleeper spends
+//!   [`Machine::waker_cost_ns`](crate::Machine::waker_cost_ns) in the
+//!   futex call before it runs on, counted as sleeping too (CPU time the
+//!   lock's sleeping costs); wake-ups made by a CPU that is itself going
+//!   to sleep are not charged.
 //! - Release, when the lock becomes free: if the waiter at the front (the
 //!   one the numa kind's policy picks) has waited [`HANDOFF_NS`] or more
 //!   since it first queued, the lock is handed to it (no
@@ -803,6 +808,9 @@ struct Sim<'a> {
     machine: &'a Machine,
     /// [`Config::spin_budget_ns`].
     spin_budget: Option<f64>,
+    /// CPU time a release spends waking a sleeper
+    /// ([`Machine::waker_cost_ns`]).
+    waker_ns: f64,
     /// The machine CPU each simulated CPU runs on ([`placement`]).
     place: Vec<usize>,
     /// The profile and the ones it converts to, in order.
@@ -920,6 +928,7 @@ impl<'a> Sim<'a> {
         let mut sim = Sim {
             machine,
             spin_budget: config.spin_budget_ns,
+            waker_ns: machine.waker_cost_ns(),
             place,
             profiles,
             places,
@@ -1009,8 +1018,8 @@ impl<'a> Sim<'a> {
                 State::Release => {
                     let i = self.cpus[c].inst as usize;
                     self.cpus[c].state = State::Run;
-                    self.release(c, i);
-                    self.run_cpu(c, 0.0);
+                    let waking = self.release(c, i);
+                    self.run_cpu(c, waking);
                 }
                 State::Wake => self.resume(c),
                 State::Spin => self.spin_timeout(c),
@@ -1197,7 +1206,7 @@ impl<'a> Sim<'a> {
                     let i = self.inst_of(c, lock);
                     if self.insts[i].worker {
                         self.cpus[c].step += 1;
-                        self.release(c, i);
+                        dt += self.release(c, i);
                         continue;
                     }
                     if dt > 0.0 {
@@ -1222,7 +1231,7 @@ impl<'a> Sim<'a> {
                         self.schedule(c, self.now + cost);
                         return;
                     }
-                    self.release(c, i);
+                    dt += self.release(c, i);
                 }
             }
         }
@@ -1476,8 +1485,8 @@ impl<'a> Sim<'a> {
     /// Rwsem kinds: lets the spinner of `i` act on the lock's state (take
     /// it, keep spinning, or sleep, and the next one likewise), then serves
     /// a waiter if the lock is left free. `node`: where the lock was
-    /// released (for the numa kind's choice).
-    fn settle(&mut self, i: usize, node: usize) {
+    /// released (for the numa kind's choice). Whether a sleeper was woken.
+    fn settle(&mut self, i: usize, node: usize) -> bool {
         loop {
             let s = self.insts[i].spinner;
             if s == NONE {
@@ -1526,9 +1535,7 @@ impl<'a> Sim<'a> {
             self.sleep(s, i);
         }
         let inst = &self.insts[i];
-        if inst.free() && inst.spinner == NONE && inst.waiters.len > 0 {
-            self.serve(i, node);
-        }
+        inst.free() && inst.spinner == NONE && inst.waiters.len > 0 && self.serve(i, node)
     }
 
     /// With a spin budget: whether spinner `s` may spin on (its budget
@@ -1581,31 +1588,36 @@ impl<'a> Sim<'a> {
     /// Rwsem kinds, the lock free: serves the waiter the policy picks
     /// (wakes a writer, or grants it if it has waited [`HANDOFF_NS`];
     /// grants a batch of readers).
-    fn serve(&mut self, i: usize, node: usize) {
+    /// Whether a sleeper was woken (or granted the lock while asleep).
+    fn serve(&mut self, i: usize, node: usize) -> bool {
         let numa = self.insts[i].kind == LockKind::Numa;
         let Some(q) = self.insts[i].waiters.pick(node, numa, true) else {
-            return;
+            return false;
         };
         let Some(p) = self.insts[i].waiters.front(q) else {
-            return;
+            return false;
         };
         let p = p as usize;
         if self.cpus[p].write {
+            let asleep = self.cpus[p].state == State::Sleep;
             if self.now - self.cpus[p].queued_at >= HANDOFF_NS {
                 self.insts[i].waiters.pop(q);
                 self.grant(p, i);
-            } else if self.cpus[p].state == State::Sleep {
+            } else if asleep {
                 self.wake(p, false);
             }
-            return;
+            return asleep;
         }
+        let mut woke = false;
         while let Some(r) = self.insts[i].waiters.front(q) {
             if self.cpus[r as usize].write {
                 break;
             }
             self.insts[i].waiters.pop(q);
+            woke |= self.cpus[r as usize].state == State::Sleep;
             self.grant(r as usize, i);
         }
+        woke
     }
 
     /// Gives `i` to the waiter `p`, taken out of the queue already.
@@ -1691,8 +1703,9 @@ impl<'a> Sim<'a> {
         }
     }
 
-    /// `c`'s release of `i` takes effect.
-    fn release(&mut self, c: usize, i: usize) {
+    /// `c`'s release of `i` takes effect. Returns the time `c` then spends
+    /// waking a sleeper (a futex wake-up is the waker's system call).
+    fn release(&mut self, c: usize, i: usize) -> f64 {
         let held = &mut self.cpus[c].held;
         if let Some(pos) = held.iter().rposition(|&h| h as usize == i) {
             held.remove(pos);
@@ -1704,10 +1717,10 @@ impl<'a> Sim<'a> {
             inst.readers = inst.readers.saturating_sub(1);
         }
         if !inst.free() {
-            return;
+            return 0.0;
         }
         let node = self.cpus[c].node;
-        match inst.kind {
+        let woke = match inst.kind {
             LockKind::Rwsem | LockKind::Numa => {
                 let numa = inst.kind == LockKind::Numa;
                 // A waiter owed the lock gets it before any spinner.
@@ -1716,18 +1729,26 @@ impl<'a> Sim<'a> {
                     .pick(node, numa, false)
                     .and_then(|q| inst.waiters.front(q))
                     .is_some_and(|p| self.now - self.cpus[p as usize].queued_at >= HANDOFF_NS);
-                if owed {
-                    self.serve(i, node);
-                }
-                self.settle(i, node);
+                let served = owed && self.serve(i, node);
+                self.settle(i, node) || served
             }
             LockKind::Std => self.std_free(i),
-            LockKind::Vma => self.vma_free(i),
+            LockKind::Vma => {
+                self.vma_free(i);
+                false
+            }
+        };
+        if !woke {
+            return 0.0;
         }
+        let cost = self.waker_ns;
+        self.add(c, i, SLEEP, cost);
+        cost
     }
 
     /// Std, the lock free: spinners take it, then a sleeper is woken.
-    fn std_free(&mut self, i: usize) {
+    /// Whether one was.
+    fn std_free(&mut self, i: usize) -> bool {
         let inst = &self.insts[i];
         if let Some(&first) = inst.spin.front() {
             if self.cpus[first as usize].write {
@@ -1740,7 +1761,7 @@ impl<'a> Sim<'a> {
         }
         let inst = &mut self.insts[i];
         if inst.waiters.len == 0 {
-            return;
+            return false;
         }
         let q = &mut inst.waiters.qs[0];
         if inst.wait_writers > 0 {
@@ -1750,16 +1771,18 @@ impl<'a> Sim<'a> {
                 inst.wait_writers -= 1;
                 self.cpus[p as usize].in_queue = false;
                 self.wake(p as usize, false);
+                return true;
             }
-            return;
+            return false;
         }
         // Every sleeping reader (a buffer only on this path).
         let woken: Vec<u32> = q.drain(..).map(|(_, p)| p).collect();
         inst.waiters.len = 0;
-        for p in woken {
+        for &p in &woken {
             self.cpus[p as usize].in_queue = false;
             self.wake(p as usize, false);
         }
+        !woken.is_empty()
     }
 
     /// Vma, the lock free or reader-owned: the oldest spinning writer
@@ -1823,6 +1846,7 @@ mod tests {
             remote_ns: vec![vec![remote; nodes]; nodes],
             wake_ns: sleep,
             sleep_ns: sleep,
+            waker_ns: None,
             overlap: 1.0,
             source: "test".into(),
         }
@@ -2059,6 +2083,41 @@ mod tests {
         )
         .unwrap();
         assert_eq!(long.ops_per_sec, kernel.ops_per_sec);
+    }
+
+    /// A release that wakes a sleeper pays for the wake-up: the waker's
+    /// futex call ([`Machine::waker_cost_ns`]) delays its next operation.
+    /// Two CPUs loop on one lock, held h, with o outside it; the waiter
+    /// sleeps at once (a spin budget of 0) and, woken W = wake + sleep
+    /// after each release, always finds the lock taken again (W falls
+    /// inside the next hold), so it sleeps on and the other CPU does every
+    /// operation, at one per h + o + w, w the waker's cost.
+    #[test]
+    fn a_release_that_wakes_pays_for_it() {
+        let (h, o) = (1000.0, 10.0);
+        let p = profile(
+            vec![lock(LockClass::MmapLock, LockKind::Rwsem, Scope::Shared)],
+            vec![vec![run(o), acq(0, true), run(h), rel(0)]],
+        );
+        for w in [0.0, 100.0, 300.0] {
+            let mut m = machine(1, 4, 0.0, 0.0, 100.0);
+            m.wake_ns = 400.0;
+            m.waker_ns = Some(w);
+            let r = simulate(
+                &p,
+                &m,
+                &Config {
+                    spin_budget_ns: Some(0.0),
+                    ..config(2, None)
+                },
+            )
+            .unwrap();
+            let cycle = h + o + w;
+            assert!(close(r.ops_per_sec, 1e9 / cycle, 0.01), "{w}: {r:?}");
+            // The starved CPU is asleep throughout its window.
+            let c = r.breakdown.class(LockClass::MmapLock);
+            assert!(c.sleeping > c.held && c.spinning == 0.0, "{w}: {r:?}");
+        }
     }
 
     /// Reads of data nobody writes stay in every reader's cache: readers

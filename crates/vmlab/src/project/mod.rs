@@ -301,10 +301,16 @@ pub struct Validation {
     pub cpus: usize,
     /// Measured throughput at one worker (the calibration).
     pub one_worker: f64,
+    /// Every one-worker run behind `one_worker` (its median), ascending:
+    /// their spread is part of the prediction's error bar.
+    pub one_worker_runs: Vec<f64>,
     /// Predicted throughput at `cpus` workers.
     pub predicted: f64,
     /// Measured throughput at `cpus` workers (median of the runs).
     pub measured: f64,
+    /// Every measured run behind `measured`, ascending: how far this
+    /// machine's own runs of the point spread.
+    pub measured_runs: Vec<f64>,
     /// `(predicted - measured) / measured`.
     pub error: f64,
     /// `ops/s`.
@@ -346,8 +352,10 @@ pub fn validate(
         let mut profile = profile::record(&s, config.method.record_ops, &config.method.timing)?;
         // The calibration is one run; the measured points are medians of
         // `repeat`, and so is the one-worker rate they are predicted from.
+        let mut one_worker_runs = vec![profile.ops_per_sec];
         if config.repeat > 1 {
-            profile.ops_per_sec = median_rate(&s, &config.method.timing, config.repeat)?;
+            one_worker_runs = rates(&s, &config.method.timing, config.repeat)?;
+            profile.ops_per_sec = median(&one_worker_runs);
             profile.calibrate();
         }
         for &cpus in &config.cpus {
@@ -355,7 +363,7 @@ pub fn validate(
             let predicted = sim::simulate(&profile, &config.machine, &sim_config)
                 .map_err(|e| LabError(format!("{workload} {design}: {e}")))?
                 .ops_per_sec;
-            let measured = median_rate(
+            let measured_runs = rates(
                 &Spec {
                     threads: cpus,
                     ..s.clone()
@@ -363,6 +371,7 @@ pub fn validate(
                 &config.method.timing,
                 config.repeat,
             )?;
+            let measured = median(&measured_runs);
             let row = Validation {
                 workload: workload.name().to_string(),
                 config: label.clone(),
@@ -373,8 +382,10 @@ pub fn validate(
                 anon_rule: design.anon_rule,
                 cpus,
                 one_worker: profile.ops_per_sec,
+                one_worker_runs: one_worker_runs.clone(),
                 predicted,
                 measured,
+                measured_runs,
                 error: (predicted - measured) / measured,
                 unit: "ops/s",
             };
@@ -385,8 +396,8 @@ pub fn validate(
     Ok(out)
 }
 
-/// The median throughput of `repeat` runs of `spec`.
-fn median_rate(spec: &Spec, timing: &Timing, repeat: usize) -> Result<f64, LabError> {
+/// The throughputs of `repeat` runs of `spec` (at least one), ascending.
+fn rates(spec: &Spec, timing: &Timing, repeat: usize) -> Result<Vec<f64>, LabError> {
     let mut rates = Vec::with_capacity(repeat.max(1));
     for _ in 0..repeat.max(1) {
         let m = harness::measure(spec, timing).map_err(|e| {
@@ -398,5 +409,10 @@ fn median_rate(spec: &Spec, timing: &Timing, repeat: usize) -> Result<f64, LabEr
         rates.push(m.ops_per_sec());
     }
     rates.sort_by(f64::total_cmp);
-    Ok(rates[rates.len() / 2])
+    Ok(rates)
+}
+
+/// The median of ascending, non-empty `rates`.
+fn median(rates: &[f64]) -> f64 {
+    rates.get(rates.len() / 2).copied().unwrap_or(0.0)
 }

@@ -293,7 +293,7 @@ pub fn write_results(
 /// The validation table: one row per prediction, and the error's spread.
 pub fn validation_markdown(rows: &[Validation], bound: f64) -> String {
     let mut s = String::from(
-        "| workload | configuration | mode | workers | 1 worker (ops/s) | predicted | measured | error |\n|---|---|---|---:|---:|---:|---:|---:|\n",
+        "| workload | configuration | mode | workers | 1 worker (ops/s) | its runs' spread | predicted | measured | its runs' spread | error |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in rows {
         let mark = if r.error.abs() > bound {
@@ -303,29 +303,46 @@ pub fn validation_markdown(rows: &[Validation], bound: f64) -> String {
         };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:+.1} %{mark} |",
+            "| {} | {} | {} | {} | {:.0} | {:.1} % | {:.0} | {:.0} | {:.1} % | {:+.1} %{mark} |",
             r.workload,
             r.config,
             r.mode,
             r.cpus,
             r.one_worker,
+            spread(&r.one_worker_runs) * 100.0,
             r.predicted,
             r.measured,
+            spread(&r.measured_runs) * 100.0,
             r.error * 100.0
         );
     }
     if !rows.is_empty() {
         let mut abs: Vec<f64> = rows.iter().map(|r| r.error.abs()).collect();
         abs.sort_by(f64::total_cmp);
+        let mut spreads: Vec<f64> = rows.iter().map(|r| spread(&r.measured_runs)).collect();
+        spreads.sort_by(f64::total_cmp);
         let _ = writeln!(
             s,
-            "\n{} predictions: median |error| {:.1} %, largest {:.1} %; {} outside ±{:.0} %.",
+            "\n{} predictions: median |error| {:.1} %, largest {:.1} %; {} outside ±{:.0} %. \
+             The measured runs of one point spread (largest over smallest, less one) by a \
+             median of {:.1} %, at most {:.1} %.",
             rows.len(),
             abs[abs.len() / 2] * 100.0,
             abs[abs.len() - 1] * 100.0,
             abs.iter().filter(|&&e| e > bound).count(),
-            bound * 100.0
+            bound * 100.0,
+            spreads[spreads.len() / 2] * 100.0,
+            spreads[spreads.len() - 1] * 100.0,
         );
     }
     s
+}
+
+/// How far ascending `runs` spread: the largest over the smallest, less
+/// one (0 for one run).
+fn spread(runs: &[f64]) -> f64 {
+    match (runs.first(), runs.last()) {
+        (Some(&lo), Some(&hi)) if lo > 0.0 => hi / lo - 1.0,
+        _ => 0.0,
+    }
 }
