@@ -11,7 +11,9 @@
 //! - `numa`: the same semaphore whose waiters queue per NUMA node once the
 //!   lock is contended, and which hands the lock (writers included) to a
 //!   waiter on the releasing holder's node first, at most
-//!   [`MAX_LOCAL_HANDOFFS`] times in a row ([`numa`] has the policy).
+//!   [`MAX_LOCAL_HANDOFFS`] times in a row, whenever waiters of more than
+//!   one node are queued ([`numa`] has the policy); with one node's
+//!   waiters it serves them as `rwsem` does.
 //!
 //! Every kind counts its acquisitions, waits and failed try-locks in
 //! [`lockstat`] under the lock's class.

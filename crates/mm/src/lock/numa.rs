@@ -194,8 +194,18 @@ impl WaitQueue {
         }
     }
 
-    /// Whether a writer waits at the front of a queue (the `numa` kind
-    /// then hands it the lock, and new readers must not slip past it).
+    /// Whether the policy can pick someone other than the oldest waiter:
+    /// engaged, with waiters of more than one node queued. Only then does
+    /// the `numa` kind need to enforce its pick by handing the lock over;
+    /// otherwise its pick is FIFO's and it serves the queue as `rwsem`
+    /// does. (On a one-node machine it never reorders.)
+    pub(crate) fn can_reorder(&self) -> bool {
+        self.engaged() && self.queues.iter().filter(|q| !q.is_empty()).count() > 1
+    }
+
+    /// Whether a writer waits at the front of a queue (with
+    /// [`can_reorder`](WaitQueue::can_reorder), the `numa` kind then hands
+    /// it the lock, and new readers must not slip past it).
     pub(crate) fn writer_waiting(&self) -> bool {
         self.queues
             .iter()

@@ -40,8 +40,13 @@
 //!   a whole wake-up at every release, which for short critical sections
 //!   makes two threads run at a fraction of one's speed.
 //!   The `numa` kind grants writers too, and sets `HANDOFF` as soon as
-//!   a writer waits at a queue's front: its point is that the releaser
-//!   picks the next holder (by node), which only a grant enforces.
+//!   a writer waits at a queue's front, whenever its policy can pick out
+//!   of FIFO order (engaged, with waiters of two nodes or more queued):
+//!   its point is that the releaser picks the next holder (by node),
+//!   which only a grant enforces. Otherwise its pick is FIFO's and it
+//!   serves the queue exactly as `rwsem` does; granting a sleeping writer
+//!   when there is nothing to choose would leave the lock idle for a
+//!   wake-up at every release (on a one-node machine, always).
 //! - Hand-off: a woken writer that still fails after waiting
 //!   [`WAIT_TIMEOUT`] (the kernel's `RWSEM_WAIT_TIMEOUT`) sets `HANDOFF`:
 //!   from then on nobody steals, readers queue behind it, and the next
@@ -59,8 +64,9 @@ use std::time::{Duration, Instant};
 
 use super::numa::{WaitQueue, Want};
 use crate::lockstat::{self, LockClass};
-use crate::sync::{current, park, AtomicBool, AtomicU32, Mutex, MutexGuard, Ordering, Thread};
-use crate::topology;
+use crate::sync::{
+    current, current_node, park, AtomicBool, AtomicU32, Mutex, MutexGuard, Ordering, Thread,
+};
 
 const WRITER: u32 = 1;
 const WAITERS: u32 = 1 << 1;
@@ -252,17 +258,13 @@ impl RawRwSem {
             handoff: AtomicBool::new(false),
             thread: current(),
         });
-        let node = if self.numa {
-            topology::current_node()
-        } else {
-            0
-        };
+        let node = if self.numa { current_node() } else { 0 };
         let since = Instant::now();
         let mut woken = Vec::new();
         {
             let mut q = self.queue();
             q.push(want, node, Arc::clone(&slot));
-            let owed = self.numa && q.writer_waiting();
+            let owed = self.numa && q.can_reorder() && q.writer_waiting();
             self.state
                 .fetch_or(WAITERS | if owed { HANDOFF } else { 0 }, Ordering::Relaxed);
             // The lock may have been released before WAITERS was set,
@@ -350,11 +352,7 @@ impl RawRwSem {
     /// slots to unpark. Keeps the invariant that `WAITERS`/`HANDOFF`
     /// describe the queue whenever the mutex is free.
     fn grant(&self, q: &mut WaitQueue, woken: &mut Vec<Arc<Slot>>) {
-        let node = if self.numa {
-            topology::current_node()
-        } else {
-            0
-        };
+        let node = if self.numa { current_node() } else { 0 };
         let Some(choice) = q.choose(node) else {
             return;
         };
@@ -362,7 +360,9 @@ impl RawRwSem {
         // (The mutation check of `.ci/run` builds this without the
         // hand-off grant; the lock's shuttle model must then deadlock.)
         let owed = q.handoff_waiting() && !cfg!(vmscale_mutant = "no_handoff");
-        if choice.want == Want::Write && !self.numa && !owed {
+        // The numa kind enforces a pick that may differ from FIFO's.
+        let enforce = owed || (self.numa && q.can_reorder());
+        if choice.want == Want::Write && !enforce {
             if let Some(slot) = q.front(choice).filter(|_| s & (WRITER | READERS) == 0) {
                 if slot
                     .state
@@ -409,7 +409,7 @@ impl RawRwSem {
     /// anyone is queued and whether a queued writer is owed the lock (for
     /// the `numa` kind, any writer at a queue's front is).
     fn sync_flags(&self, q: &WaitQueue) {
-        let owed = q.handoff_waiting() || (self.numa && q.writer_waiting());
+        let owed = q.handoff_waiting() || (self.numa && q.can_reorder() && q.writer_waiting());
         let want = if q.len() == 0 { 0 } else { WAITERS } | if owed { HANDOFF } else { 0 };
         let clear = (WAITERS | HANDOFF) & !want;
         if clear != 0 {
