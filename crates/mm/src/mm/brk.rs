@@ -63,7 +63,7 @@ impl Mm {
             return orig;
         }
         // check_brk_limits: mlockall(MCL_FUTURE) locks the growth too.
-        if !layout.mlock_future_ok(st.def_flags, || st.locked_vm(), newbrk - oldbrk) {
+        if !layout.mlock_future_ok(st.def_flags, st.locked_vm(), newbrk - oldbrk) {
             return orig;
         }
         let brkvma = st

@@ -121,6 +121,8 @@ impl Mm {
                 // The child's mm_init keeps no VM_LOCKED default.
                 def_flags: VmFlags::empty(),
                 guards,
+                // Counted by `with_state` from the VMAs.
+                locked_vm: 0,
             },
             &vmas,
             &hints,

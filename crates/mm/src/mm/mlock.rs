@@ -31,21 +31,12 @@ impl Layout {
     }
 
     /// `mlock_future_ok`: whether `bytes` more of memory with `flags` may
-    /// be locked beside the pages already locked, which `locked` counts.
-    ///
-    /// `locked` is called only when the answer depends on it: counting
-    /// walks every VMA, and the hot paths (every brk, mmap and mremap)
-    /// come here with `flags` that lock nothing.
-    pub(crate) fn mlock_future_ok(
-        &self,
-        flags: VmFlags,
-        locked: impl FnOnce() -> u64,
-        bytes: u64,
-    ) -> bool {
+    /// be locked beside the `locked` pages already locked.
+    pub(crate) fn mlock_future_ok(&self, flags: VmFlags, locked: u64, bytes: u64) -> bool {
         if !flags.contains(VmFlags::LOCKED) || self.cap_ipc_lock {
             return true;
         }
-        let pages = (bytes >> PAGE_SHIFT).saturating_add(locked());
+        let pages = (bytes >> PAGE_SHIFT).saturating_add(locked);
         pages <= self.memlock_rlimit >> PAGE_SHIFT
     }
 }
@@ -216,15 +207,10 @@ fn lock_range(addr: u64, len: u64) -> (u64, u64) {
 }
 
 impl State {
-    /// `mm->locked_vm`: pages of `VM_LOCKED` VMAs.
+    /// `mm->locked_vm`: pages of `VM_LOCKED` VMAs ([`State::locked_vm`]'s
+    /// counter).
     pub(crate) fn locked_vm(&self) -> u64 {
-        let mut pages = 0;
-        self.index.for_each(&mut |v| {
-            if v.flags().contains(VmFlags::LOCKED) {
-                pages += v.len() >> PAGE_SHIFT;
-            }
-        });
-        pages
+        self.locked_vm
     }
 
     /// `mm->total_vm`: pages of every VMA.
@@ -478,5 +464,72 @@ mod tests {
         mm.mprotect(ro, P, rw).unwrap();
         assert!(mm.find_vma(ro).unwrap().anon().is_some());
         assert!(mm.fault(ro, Access::Write).is_ok());
+    }
+
+    /// `locked_vm` is a counter kept by every change of the address
+    /// space: after each call of a seeded random mix of locking, unlocking,
+    /// mapping (locked or not), unmapping, moving and protecting parts of
+    /// a small window, on both indexes, `validate` recounts it from the
+    /// VMAs and the `RLIMIT_MEMLOCK` check sees the same figure.
+    #[test]
+    fn locked_vm_follows_every_change() {
+        use crate::policy::IndexKind;
+        use crate::MremapFlags;
+        let rw = Prot::READ | Prot::WRITE;
+        let steps = if cfg!(miri) { 60 } else { 3000 };
+        for index in [IndexKind::Maple, IndexKind::Legacy] {
+            let policy = std::sync::Arc::new(Policy {
+                index,
+                ..Policy::default()
+            });
+            let layout = Layout {
+                memlock_rlimit: 24 * P,
+                ..Layout::default()
+            };
+            let mut mm = Mm::new(&policy, layout);
+            let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+            let mut next = |n: u64| {
+                x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                let mut z = x;
+                z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                (z ^ (z >> 31)) % n
+            };
+            for step in 0..steps {
+                let at = BASE + next(32) * P;
+                let len = (1 + next(6)) * P;
+                // Errors are part of the mix (limits, holes): whatever a
+                // call answers, the count must match the VMAs after it.
+                let _ = match next(12) {
+                    0 => mm.mlock(at, len),
+                    1 => mm.munlock(at, len),
+                    2 => mm
+                        .mmap(at, len, rw, fixed() | MapFlags::LOCKED, None, 0)
+                        .map(drop),
+                    3 | 4 => mm.mmap(at, len, rw, fixed(), None, 0).map(drop),
+                    5 => mm.munmap(at, len),
+                    6 => mm
+                        .mremap(at, len, len + P, MremapFlags::MAYMOVE, 0)
+                        .map(drop),
+                    7 => mm.mremap(at, len, P, MremapFlags::empty(), 0).map(drop),
+                    8 => mm.mprotect(at, len, Prot::READ),
+                    9 => mm.mlockall(if next(2) == 0 {
+                        MCL_CURRENT
+                    } else {
+                        MCL_FUTURE
+                    }),
+                    10 => mm.munlockall(),
+                    _ => {
+                        if next(8) == 0 {
+                            mm = mm.fork();
+                        }
+                        Ok(())
+                    }
+                };
+                if let Err(e) = mm.validate() {
+                    panic!("{index:?}, step {step}: {e}");
+                }
+            }
+        }
     }
 }

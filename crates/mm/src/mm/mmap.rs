@@ -170,7 +170,7 @@ impl State {
         if flags.contains(MapFlags::LOCKED) && !layout.can_do_mlock() {
             return Err(Errno::EPERM);
         }
-        if !layout.mlock_future_ok(vm, || self.locked_vm(), len) {
+        if !layout.mlock_future_ok(vm, self.locked_vm(), len) {
             return Err(Errno::EAGAIN);
         }
         let map_type = flags.bits() & MapFlags::TYPE;

@@ -102,6 +102,12 @@ pub(crate) struct State {
     pub(crate) def_flags: VmFlags,
     /// The pages holding `MADV_GUARD_INSTALL` markers.
     pub(crate) guards: madvise::Guards,
+    /// `mm->locked_vm`: pages of the `VM_LOCKED` VMAs. Kept by
+    /// [`State::commit`], the one way VMAs enter or leave the index (a
+    /// VMA's flags and bounds never change in place), so that the
+    /// `RLIMIT_MEMLOCK` checks cost nothing however many VMAs there are;
+    /// [`Mm::validate`] recounts it.
+    pub(crate) locked_vm: u64,
 }
 
 impl Mm {
@@ -134,6 +140,8 @@ impl Mm {
                 exec_only_pkey,
                 def_flags: VmFlags::empty(),
                 guards: madvise::Guards::default(),
+                // Counted by `with_state` from the VMAs.
+                locked_vm: 0,
             },
             &[],
             &[],
@@ -160,6 +168,7 @@ impl Mm {
         }
         let mut state = state(index);
         state.max_map_count = layout.max_map_count;
+        state.locked_vm = locked_pages(vmas);
         Mm {
             layout,
             policy: Arc::clone(policy),
@@ -273,6 +282,8 @@ impl Mm {
                 exec_only_pkey,
                 def_flags: VmFlags::empty(),
                 guards: madvise::Guards::default(),
+                // Counted by `with_state` from the VMAs.
+                locked_vm: 0,
             },
             &vmas,
             &[],
@@ -371,8 +382,23 @@ impl Mm {
         if count != st.index.len() {
             return Err(format!("index len {} but {count} VMAs", st.index.len()));
         }
+        let locked = locked_pages(&st.vmas());
+        if st.locked_vm != locked {
+            return Err(format!(
+                "locked_vm {} but the VM_LOCKED VMAs hold {locked} pages",
+                st.locked_vm
+            ));
+        }
         Ok(())
     }
+}
+
+/// Pages of the `VM_LOCKED` VMAs among `vmas`.
+fn locked_pages(vmas: &[Arc<Vma>]) -> u64 {
+    vmas.iter()
+        .filter(|v| v.flags().contains(VmFlags::LOCKED))
+        .map(|v| v.len() >> crate::PAGE_SHIFT)
+        .sum()
 }
 
 impl Drop for Mm {
@@ -436,6 +462,13 @@ impl State {
         }
         relink_anon(old, &mut new, self.policy.anon_rule);
         let new: Vec<Arc<Vma>> = new.into_iter().map(Arc::new).collect();
+        // Every VMA in `old` is indexed, so counted: the subtraction is
+        // exact (saturating only so that a broken caller shows up in
+        // `validate`, not as a wrapped count).
+        self.locked_vm = self
+            .locked_vm
+            .saturating_sub(locked_pages(old))
+            .saturating_add(locked_pages(&new));
         // Every edit replaces VMAs it just read from the index by disjoint
         // pieces of the same ranges or of free space: replace's conditions
         // hold by construction, so its O(k log n) check is skipped.

@@ -181,7 +181,7 @@ impl State {
         if flags.contains(VmFlags::DONTEXPAND) {
             return Err(Errno::EFAULT);
         }
-        if !layout.mlock_future_ok(flags, || self.locked_vm(), r.new_len.abs_diff(r.old_len)) {
+        if !layout.mlock_future_ok(flags, self.locked_vm(), r.new_len.abs_diff(r.old_len)) {
             return Err(Errno::EAGAIN);
         }
         Ok(vma)
