@@ -346,3 +346,52 @@ fn spread(runs: &[f64]) -> f64 {
         _ => 0.0,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(one: &[f64], measured: &[f64], predicted: f64) -> Validation {
+        let median = |v: &[f64]| v[v.len() / 2];
+        Validation {
+            workload: "brk1".to_string(),
+            config: "maple processes".to_string(),
+            mode: "processes".to_string(),
+            index: "maple".to_string(),
+            imap: "single".to_string(),
+            lock: "rwsem".to_string(),
+            anon_rule: true,
+            cpus: 2,
+            one_worker: median(one),
+            one_worker_runs: one.to_vec(),
+            predicted,
+            measured: median(measured),
+            measured_runs: measured.to_vec(),
+            error: (predicted - median(measured)) / median(measured),
+            unit: "ops/s",
+        }
+    }
+
+    /// Each row shows how far its runs spread, and the summary counts the
+    /// misses and gives the median and largest spread.
+    #[test]
+    fn the_validation_table_shows_the_runs_spread() {
+        let rows = [
+            row(&[100.0, 105.0, 110.0], &[190.0, 200.0, 228.0], 210.0),
+            row(&[100.0], &[100.0], 150.0),
+        ];
+        let md = validation_markdown(&rows, 0.15);
+        assert!(
+            md.contains("| 105 | 10.0 % | 210 | 200 | 20.0 % | +5.0 % |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 100 | 0.0 % | 150 | 100 | 0.0 % | +50.0 % **over** |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("1 outside ±15 %. The measured runs of one point spread (largest over smallest, less one) by a median of 20.0 %, at most 20.0 %."),
+            "{md}"
+        );
+    }
+}
