@@ -736,6 +736,10 @@ mod tests {
             "sleep_ns is inf: latencies must be finite and not negative"
         );
         assert_eq!(
+            bad(&|m| m.waker_ns = Some(-2.0)),
+            "waker_ns is -2: latencies must be finite and not negative"
+        );
+        assert_eq!(
             bad(&|m| m.overlap = 0.5),
             "overlap is 0.5: a CPU has at least one transfer under way at once (1 or more)"
         );

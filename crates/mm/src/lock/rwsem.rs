@@ -348,7 +348,8 @@ impl RawRwSem {
 
     /// Under the queue mutex: serve the waiter(s) the policy picks if the
     /// lock is compatible with them: grant it to readers, or to a writer
-    /// owed a hand-off; wake any other writer to try it. Collects the
+    /// owed a hand-off (or picked out of FIFO order by the `numa` kind);
+    /// wake any other writer to try it. Collects the
     /// slots to unpark. Keeps the invariant that `WAITERS`/`HANDOFF`
     /// describe the queue whenever the mutex is free.
     fn grant(&self, q: &mut WaitQueue, woken: &mut Vec<Arc<Slot>>) {
@@ -407,7 +408,8 @@ impl RawRwSem {
 
     /// Under the queue mutex: make `WAITERS` and `HANDOFF` say whether
     /// anyone is queued and whether a queued writer is owed the lock (for
-    /// the `numa` kind, any writer at a queue's front is).
+    /// the `numa` kind, while its policy can reorder, any writer at a
+    /// queue's front is).
     fn sync_flags(&self, q: &WaitQueue) {
         let owed = q.handoff_waiting() || (self.numa && q.can_reorder() && q.writer_waiting());
         let want = if q.len() == 0 { 0 } else { WAITERS } | if owed { HANDOFF } else { 0 };

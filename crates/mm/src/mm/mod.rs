@@ -340,8 +340,9 @@ impl Mm {
     }
 
     /// Check the index's invariants and that VMAs are ordered, disjoint,
-    /// page-aligned and inside the address space, and that each file VMA
-    /// is linked in its file's reverse map (and no other VMA is).
+    /// page-aligned and inside the address space, that each file VMA
+    /// is linked in its file's reverse map (and no other VMA is), and that
+    /// the locked-page count matches the `VM_LOCKED` VMAs.
     pub fn validate(&self) -> Result<(), String> {
         let st = self.state.read();
         st.index.validate()?;

@@ -76,7 +76,8 @@ pub struct ProjectArgs {
     #[arg(long, default_value_t = 0.15)]
     pub bound: f64,
 
-    /// --validate: measured runs per point (the median is compared).
+    /// --validate: measured runs per point (the median is compared), taken
+    /// in turn with as many one-worker runs (the median is predicted from).
     #[arg(long, default_value_t = 3)]
     pub repeat: usize,
 
@@ -335,7 +336,7 @@ fn validate(args: &ProjectArgs) -> Result<bool, LabError> {
     }
     let m = &config.machine;
     let report = format!(
-        "{}\nPredicted on {} ({}: {:.1} ns per line transfer in a complex, overlap {:.1}, futex wake-up {:.0} ns, sleep and wake {:.0} ns) with the lab's rwsem, which spins {:.0} ns before it sleeps.\n",
+        "{}\nPredicted on {} ({}: {:.1} ns per line transfer in a complex, overlap {:.1}, futex wake-up {:.0} ns, sleep and wake {:.0} ns, the waker's call {:.0} ns) with the lab's rwsem, which spins {:.0} ns before it sleeps.\n",
         validation_markdown(&rows, args.bound),
         m.name,
         m.source,
@@ -343,6 +344,7 @@ fn validate(args: &ProjectArgs) -> Result<bool, LabError> {
         m.overlap,
         m.wake_ns,
         m.sleep_ns,
+        m.waker_cost_ns(),
         config.method.spin_budget_ns.unwrap_or(0.0)
     );
     let dir = args

@@ -352,25 +352,41 @@ pub fn validate(
         let mut profile = profile::record(&s, config.method.record_ops, &config.method.timing)?;
         // The calibration is one run; the measured points are medians of
         // `repeat`, and so is the one-worker rate they are predicted from.
-        let mut one_worker_runs = vec![profile.ops_per_sec];
-        if config.repeat > 1 {
-            one_worker_runs = rates(&s, &config.method.timing, config.repeat)?;
-            profile.ops_per_sec = median(&one_worker_runs);
-            profile.calibrate();
+        // The runs go round (one worker, then each count, `repeat` times),
+        // so that a slow spell of a shared machine lands on both sides of
+        // the ratio rather than on one.
+        let counts: Vec<usize> = std::iter::once(1)
+            .chain(config.cpus.iter().copied())
+            .collect();
+        let mut runs = vec![Vec::with_capacity(config.repeat); counts.len()];
+        for _ in 0..config.repeat.max(1) {
+            for (k, &threads) in counts.iter().enumerate() {
+                if threads == 1 && config.repeat <= 1 {
+                    continue;
+                }
+                let spec = Spec {
+                    threads,
+                    ..s.clone()
+                };
+                runs[k].push(rate(&spec, &config.method.timing)?);
+            }
         }
-        for &cpus in &config.cpus {
+        for r in &mut runs {
+            r.sort_by(f64::total_cmp);
+        }
+        let one_worker_runs = if config.repeat > 1 {
+            profile.ops_per_sec = median(&runs[0]);
+            profile.calibrate();
+            runs[0].clone()
+        } else {
+            vec![profile.ops_per_sec]
+        };
+        for (k, &cpus) in counts.iter().enumerate().skip(1) {
             let sim_config = config.method.sim(&profile, cpus, None);
             let predicted = sim::simulate(&profile, &config.machine, &sim_config)
                 .map_err(|e| LabError(format!("{workload} {design}: {e}")))?
                 .ops_per_sec;
-            let measured_runs = rates(
-                &Spec {
-                    threads: cpus,
-                    ..s.clone()
-                },
-                &config.method.timing,
-                config.repeat,
-            )?;
+            let measured_runs = std::mem::take(&mut runs[k]);
             let measured = median(&measured_runs);
             let row = Validation {
                 workload: workload.name().to_string(),
@@ -396,20 +412,15 @@ pub fn validate(
     Ok(out)
 }
 
-/// The throughputs of `repeat` runs of `spec` (at least one), ascending.
-fn rates(spec: &Spec, timing: &Timing, repeat: usize) -> Result<Vec<f64>, LabError> {
-    let mut rates = Vec::with_capacity(repeat.max(1));
-    for _ in 0..repeat.max(1) {
-        let m = harness::measure(spec, timing).map_err(|e| {
-            LabError(format!(
-                "{} {} x{}: {e}",
-                spec.workload, spec.design, spec.threads
-            ))
-        })?;
-        rates.push(m.ops_per_sec());
-    }
-    rates.sort_by(f64::total_cmp);
-    Ok(rates)
+/// The throughput of one run of `spec`.
+fn rate(spec: &Spec, timing: &Timing) -> Result<f64, LabError> {
+    let m = harness::measure(spec, timing).map_err(|e| {
+        LabError(format!(
+            "{} {} x{}: {e}",
+            spec.workload, spec.design, spec.threads
+        ))
+    })?;
+    Ok(m.ops_per_sec())
 }
 
 /// The median of ascending, non-empty `rates`.
