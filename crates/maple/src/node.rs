@@ -16,8 +16,8 @@
 //! never stored: they come from the parent's pivots on the way down, and the
 //! root covers the whole key space `[0, u64::MAX]`. "The number of stored
 //! pivots below `index`" is the slot that holds `index`. Unused pivots hold
-//! `u64::MAX`, so a count over the whole array gives the same answer; the
-//! search counts only the `len - 1` stored ones, which is fewer loads, but
+//! `u64::MAX`, so a scan over the whole array gives the same answer; the
+//! search scans only the `len - 1` stored ones, which is fewer loads, but
 //! the invariant still matters to a shared writer: a pivot written past the
 //! length is visible to any reader whose length read is torn (see
 //! "In-place writes" in `write.rs`).
@@ -377,18 +377,27 @@ impl<'g> NodeRef<'g> {
     }
 
     /// The slot whose range contains `index` (which must lie in the node's
-    /// range): the number of pivots below `index`, counted over the
-    /// `len - 1` stored pivots only (atomics do not vectorise, so reading
-    /// fewer is what keeps this fast).
+    /// range): the first stored pivot at or above `index`, found by a scan
+    /// that stops there, as the kernel's walk does.
+    ///
+    /// Why a scan with an early exit and not a branch-free count of the
+    /// pivots below `index` (which this was until 2026-11-26): a VMA
+    /// lookup is local (a fault lands in the VMA the last fault did, an
+    /// `mmap` next to the last one), so the exit is predicted and the scan
+    /// reads only the pivots up to the slot, where the count read every
+    /// stored pivot of every level. Measured on one build of each
+    /// (docs/RESULTS.md, "The walk's pivot scan"): `page_fault3` at one
+    /// worker 1.32x legacy against 0.86x; random lookups in `vmbench
+    /// tree`, whose exits are not predictable, pay for it (`load` at 1e3
+    /// 37–50 ns against 23–31 ns).
     #[inline]
     pub(crate) fn find_slot(self, index: u64) -> usize {
         #[inline(always)]
         fn below(pivots: &[AtomicU64], index: u64) -> usize {
-            // Branch-free: a random lookup would mispredict an early exit.
             pivots
                 .iter()
-                .map(|p| usize::from(p.load(Ordering::Relaxed) < index))
-                .sum()
+                .position(|p| p.load(Ordering::Relaxed) >= index)
+                .unwrap_or(pivots.len())
         }
         // A torn length (a reader overlapping an in-place change) still
         // bounds the scan inside the array; the stamp check discards it.

@@ -300,6 +300,14 @@ impl Retired {
 /// Sizes of the nodes `count` slots are split into. The rightmost node of
 /// a level fills its left part completely (ascending inserts then leave
 /// full nodes behind); elsewhere the split is even.
+///
+/// An overflowing node is split, never evened out with a sibling first
+/// (as the kernel's `mas_push_data` does when the sibling has room). The
+/// tree did that until 2026-11-26: it left nodes nearly full, so the next
+/// insert into either overflowed again, and 48 % of the inserts of a
+/// random 1000-entry build took the general path (18 % with a plain
+/// split). Random inserts at 1e3 cost 36 % less for 21 % more node memory
+/// (docs/RESULTS.md, "Splits without sharing").
 fn split_sizes(count: usize, cap: usize, rightmost: bool) -> ([usize; 4], usize) {
     let k = count.div_ceil(cap);
     let mut sizes = [0; 4];
@@ -853,33 +861,6 @@ impl<'w> Rebuild<'_, '_, 'w> {
                     debug_assert!(stepped, "a non-rightmost node has a right neighbour");
                 }
                 cur = self.absorb(bufs, cur, d, forward, &mut left, &mut right);
-            } else if d > 0 && left.node == right.node && bufs[cur].len > cap {
-                // Overflow: before splitting, share with the emptier sibling
-                // if the pair then fits in two nodes (as the kernel pushes
-                // data left or right). The same two nodes are written as in
-                // a split, but fuller, so random inserts leave a denser tree.
-                let parent = *self.pl.level(d - 1);
-                let fill = |slot: usize| parent.node.child(slot).len();
-                let left_fill = (parent.slot > 0).then(|| fill(parent.slot - 1));
-                let right_fill =
-                    (parent.slot + 1 < parent.node.len()).then(|| fill(parent.slot + 1));
-                let pick = match (left_fill, right_fill) {
-                    (Some(l), Some(r)) if l <= r => Some((false, l)),
-                    (_, Some(r)) => Some((true, r)),
-                    (Some(l), None) => Some((false, l)),
-                    (None, None) => None,
-                };
-                if let Some((forward, fill)) =
-                    pick.filter(|&(_, fill)| bufs[cur].len + fill < 2 * cap)
-                {
-                    let stepped = if forward {
-                        self.pr.step_level(d, true)
-                    } else {
-                        self.pl.step_level(d, false)
-                    };
-                    debug_assert!(stepped && fill > 0);
-                    cur = self.absorb(bufs, cur, d, forward, &mut left, &mut right);
-                }
             }
             self.retired.node(left.node.ptr());
             self.retired.node(right.node.ptr());

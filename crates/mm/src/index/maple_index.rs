@@ -169,11 +169,11 @@ impl VmaIndex for MapleIndex {
             }
             return;
         }
-        for (s, e) in uncovered(old, new) {
+        uncovered(old, new, |s, e| {
             profile(&self.tree, 0, 1, false);
             w.erase_range(s..=e - 1)
                 .expect("the caller keeps replace's conditions");
-        }
+        });
     }
 
     fn gap_highest(&self, low: u64, high: u64, len: u64) -> Option<u64> {

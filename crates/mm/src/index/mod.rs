@@ -199,14 +199,20 @@ impl FromStr for IndexKind {
     }
 }
 
-/// The parts of `old`'s ranges that no range of `new` covers, in address
-/// order, each as long as it can be (touching parts are one range, so an
-/// index erases them with one write). Both slices are in address order.
-pub(crate) fn uncovered(old: &[Arc<Vma>], new: &[Arc<Vma>]) -> Vec<(u64, u64)> {
-    let mut out: Vec<(u64, u64)> = Vec::new();
-    let mut push = |s: u64, e: u64| match out.last_mut() {
+/// Calls `erase` with each part of `old`'s ranges that no range of `new`
+/// covers, in address order, each as long as it can be (touching parts
+/// are one range, so an index erases them with one write). Both slices are
+/// in address order. A callback, not a list: this runs on every address
+/// space change, and a list would cost an allocation each time.
+pub(crate) fn uncovered(old: &[Arc<Vma>], new: &[Arc<Vma>], mut erase: impl FnMut(u64, u64)) {
+    let mut pending: Option<(u64, u64)> = None;
+    let mut push = |s: u64, e: u64| match &mut pending {
         Some((_, end)) if *end == s => *end = e,
-        _ => out.push((s, e)),
+        _ => {
+            if let Some((ps, pe)) = pending.replace((s, e)) {
+                erase(ps, pe);
+            }
+        }
     };
     for o in old {
         let mut pos = o.start();
@@ -223,7 +229,9 @@ pub(crate) fn uncovered(old: &[Arc<Vma>], new: &[Arc<Vma>]) -> Vec<(u64, u64)> {
             push(pos, o.end());
         }
     }
-    out
+    if let Some((s, e)) = pending {
+        erase(s, e);
+    }
 }
 
 /// The argument check every [`VmaIndex::replace`] runs before it changes
@@ -257,4 +265,49 @@ pub(crate) fn check_replace<I: VmaIndex + ?Sized>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::uncovered;
+    use crate::flags::VmFlags;
+    use crate::vma::Vma;
+    use std::sync::Arc;
+
+    fn vmas(ranges: &[(u64, u64)]) -> Vec<Arc<Vma>> {
+        ranges
+            .iter()
+            .map(|&(s, e)| Arc::new(Vma::new(s, e, VmFlags::READ, s >> 12, None, None)))
+            .collect()
+    }
+
+    fn parts(old: &[(u64, u64)], new: &[(u64, u64)]) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        uncovered(&vmas(old), &vmas(new), |s, e| out.push((s, e)));
+        out
+    }
+
+    #[test]
+    fn uncovered_parts_are_maximal_and_in_order() {
+        // Everything goes: touching VMAs are one range, apart ones two.
+        assert_eq!(
+            parts(&[(0x1000, 0x3000), (0x3000, 0x5000), (0x8000, 0x9000)], &[]),
+            [(0x1000, 0x5000), (0x8000, 0x9000)]
+        );
+        // A new VMA in the middle leaves both ends.
+        assert_eq!(
+            parts(&[(0x1000, 0x9000)], &[(0x3000, 0x4000)]),
+            [(0x1000, 0x3000), (0x4000, 0x9000)]
+        );
+        // The uncovered tail of one VMA joins the head of the next.
+        assert_eq!(
+            parts(
+                &[(0x1000, 0x4000), (0x4000, 0x8000)],
+                &[(0x1000, 0x2000), (0x6000, 0x8000)]
+            ),
+            [(0x2000, 0x6000)]
+        );
+        // Fully covered: nothing to erase.
+        assert_eq!(parts(&[(0x1000, 0x4000)], &[(0x1000, 0x4000)]), []);
+    }
 }
