@@ -940,6 +940,7 @@ fn measure_run(
             threads,
             rep,
             value: m.ops_per_sec(),
+            cpu_wait: m.cpu_wait(threads),
         }),
         Ok(_) => Err("no operation completed in the timed interval".to_string()),
         Err(e) => Err(e.to_string()),
@@ -984,6 +985,7 @@ fn measure_tree(
                 threads: r.threads,
                 rep,
                 value: r.value,
+                cpu_wait: None,
             })
         })
     })?;
@@ -1176,6 +1178,7 @@ mod tests {
             threads,
             rep,
             value: 1.0,
+            cpu_wait: None,
         }
     }
 

@@ -201,6 +201,39 @@ fn common_legend(rows: &[Row]) -> Vec<String> {
     legend
 }
 
+/// A run that waited for a CPU longer than this share of its workers'
+/// time is named under its table: its rate measures a busy machine as
+/// much as the code. A quiet machine shows well under 1 %.
+pub const WAITED_FOR_CPU: f64 = 0.10;
+
+/// The legend line naming `workload`'s runs that waited for a CPU longer
+/// than [`WAITED_FOR_CPU`] of their time, if any.
+fn waited_legend(samples: &[Sample], workload: &str) -> Option<String> {
+    let runs: Vec<String> = samples
+        .iter()
+        .filter(|s| s.workload == workload)
+        .filter_map(|s| {
+            let wait = s.cpu_wait.filter(|&w| w > WAITED_FOR_CPU)?;
+            let plural = if s.threads == 1 { "" } else { "s" };
+            Some(format!(
+                "{}, {} thread{plural}, run {} ({:.0}%)",
+                s.config,
+                s.threads,
+                s.rep + 1,
+                wait * 100.0
+            ))
+        })
+        .collect();
+    (!runs.is_empty()).then(|| {
+        format!(
+            "waited for a CPU over {:.0}% of their time (the machine was busy; these \
+             runs' rates measure that too): {}",
+            WAITED_FOR_CPU * 100.0,
+            runs.join("; ")
+        )
+    })
+}
+
 /// Tables of a set of samples: per workload, rows = (metric, threads),
 /// columns = configurations in first-seen order; the first column is the
 /// baseline; every other cell shows mean and % difference vs the baseline,
@@ -265,6 +298,7 @@ pub fn suite_tables(samples: &[Sample]) -> Vec<WorkloadTable> {
                     g.configs[0]
                 ),
             );
+            legend.extend(waited_legend(samples, g.name));
             WorkloadTable {
                 workload: g.name.to_string(),
                 header,
@@ -407,6 +441,7 @@ impl std::error::Error for Incomparable {}
 ///     threads: 1,
 ///     rep,
 ///     value,
+///     cpu_wait: None,
 /// };
 /// let a = [sample("maple", 0, 100.0), sample("maple", 1, 102.0)];
 /// let b = [sample("maple", 0, 150.0), sample("maple", 1, 151.0)];
@@ -455,6 +490,7 @@ mod tests {
             threads,
             rep,
             value,
+            cpu_wait: None,
         }
     }
 
@@ -466,6 +502,42 @@ mod tests {
             .enumerate()
             .map(|(i, f)| sample(workload, config, threads, i, centre * f))
             .collect()
+    }
+
+    #[test]
+    fn runs_that_waited_for_a_cpu_are_named_under_their_table() {
+        let mut run = reps("brk1", "legacy", 2, 100.0);
+        run.extend(reps("mmap1", "legacy", 2, 100.0));
+        for s in &mut run {
+            s.cpu_wait = Some(0.004);
+        }
+        // One brk1 run of five lost a third of its CPU time to the machine.
+        run[1].cpu_wait = Some(0.34);
+        // mmap1's runs are at the threshold, which does not count.
+        for s in run.iter_mut().filter(|s| s.workload == "mmap1") {
+            s.cpu_wait = Some(WAITED_FOR_CPU);
+        }
+        let tables = suite_tables(&run);
+        let waited = |t: &WorkloadTable| {
+            t.legend
+                .iter()
+                .filter(|l| l.starts_with("waited for a CPU"))
+                .cloned()
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            waited(&tables[0]),
+            [
+                "waited for a CPU over 10% of their time (the machine was busy; these \
+              runs' rates measure that too): legacy, 2 threads, run 2 (34%)"
+            ]
+        );
+        assert!(waited(&tables[1]).is_empty(), "{:?}", tables[1].legend);
+        // Samples from before the field existed read as unmeasured.
+        let old = r#"{"workload":"brk1","metric":"ops/s","unit":"ops/s","higher_is_better":true,"config":"legacy","threads":1,"rep":0,"value":1.0}"#;
+        let parsed: Sample = serde_json::from_str(old).unwrap();
+        assert_eq!(parsed.cpu_wait, None);
+        assert!(!serde_json::to_string(&parsed).unwrap().contains("cpu_wait"));
     }
 
     #[test]

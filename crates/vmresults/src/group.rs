@@ -167,6 +167,7 @@ mod tests {
             threads,
             rep: 0,
             value,
+            cpu_wait: None,
         }
     }
 

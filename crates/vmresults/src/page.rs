@@ -282,6 +282,7 @@ mod tests {
                     threads: 1,
                     rep,
                     value: centre * f,
+                    cpu_wait: None,
                 });
             }
         }

@@ -884,6 +884,7 @@ mod tests {
             threads,
             rep: 0,
             value: 0.0,
+            cpu_wait: None,
         }
     }
 

@@ -45,6 +45,13 @@ pub struct Sample {
     pub rep: usize,
     /// The measured figure, in `unit`.
     pub value: f64,
+    /// The fraction of the workers' timed wall time they were runnable but
+    /// waited for a CPU (the scheduler's run delay): near 0 on a quiet
+    /// machine; high where something else took the CPUs, and then the
+    /// rate measures that, not the code. `None` where it was not measured
+    /// (the tree's figures, files written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_wait: Option<f64>,
 }
 
 /// Writes `samples` to `path`, one JSON object per line.
@@ -312,6 +319,7 @@ mod tests {
             threads: 2,
             rep: 0,
             value,
+            cpu_wait: None,
         }
     }
 

@@ -41,6 +41,7 @@ fn samples_of(points: &[ProjectedPoint]) -> Vec<Sample> {
             threads: p.cpus,
             rep: 0,
             value: p.value,
+            cpu_wait: None,
         })
         .collect()
 }

@@ -239,6 +239,18 @@ impl Measurement {
             .map(|c| c.on_cpu_ns as f64 / wall)
     }
 
+    /// The fraction of the workers' wall time they were runnable but
+    /// waited for a CPU: near 0 on a quiet machine; the share of the run
+    /// that other processes took from them otherwise. Unlike a low
+    /// [`cpu_share`](Measurement::cpu_share), which a worker asleep on a
+    /// contended lock also shows, this is the machine's doing alone.
+    pub fn cpu_wait(&self, threads: usize) -> Option<f64> {
+        let wall = self.elapsed.as_nanos() as f64 * threads as f64;
+        self.cpu
+            .filter(|_| wall > 0.0)
+            .map(|c| c.run_delay_ns as f64 / wall)
+    }
+
     /// Operations per second over all workers.
     pub fn ops_per_sec(&self) -> f64 {
         let secs = self.elapsed.as_secs_f64();
