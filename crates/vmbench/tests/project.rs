@@ -162,6 +162,13 @@ fn validation_reports_predicted_measured_and_error_and_its_status_follows_the_bo
         );
         assert!(p > 0.0 && m > 0.0, "{r}");
         assert!(((p - m) / m - e).abs() < 1e-9, "{r}");
+        // On this machine, measured again before its one run: one
+        // prediction from one description, which is the one compared.
+        let runs = r["predicted_runs"].as_array().unwrap();
+        let ns = r["transfer_ns"].as_array().unwrap();
+        assert_eq!((runs.len(), ns.len()), (1, 1), "{r}");
+        assert_eq!(runs[0].as_f64(), Some(p), "{r}");
+        assert!(ns[0].as_f64().unwrap() > 0.0, "{r}");
     }
     assert!(dir.path().join("validation.md").exists());
     // No prediction is exact: a bound of zero fails the run.

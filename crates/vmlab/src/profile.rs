@@ -89,7 +89,18 @@ fn record_one(spec: &Spec, ops: usize, timing: &Timing) -> Result<Profile, LabEr
         threads: 2,
         ..spec.clone()
     };
-    let (first, second) = record_two(&two, ops, timing.warmup).map_err(err)?;
+    // On a thread of its own: the recording pins the thread it runs on to
+    // each recorded worker's CPU in turn, and a pinned thread stays pinned
+    // (`topology::unbind`), so the caller's thread, and every thread it
+    // starts later without pinning it (an unpinned run's workers, `vmbench
+    // topology`'s measurement, which reads the CPUs it may use), would be
+    // left on one CPU.
+    let recorded = std::thread::scope(|s| {
+        s.spawn(|| record_two(&two, ops, timing.warmup))
+            .join()
+            .unwrap_or_else(|_| Err("the recording thread panicked".to_string()))
+    });
+    let (first, second) = recorded.map_err(err)?;
     // (3) Scopes, (4) steps.
     let mut profile = convert(spec, rate, &first, &second);
     profile.calibrate();
@@ -413,6 +424,27 @@ mod tests {
                 _ => 0,
             })
             .sum()
+    }
+
+    /// The CPUs the calling thread may run on, as the kernel lists them.
+    fn allowed() -> Option<String> {
+        let status = std::fs::read_to_string("/proc/thread-self/status").ok()?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .map(|l| l.trim().to_string())
+    }
+
+    /// Recording pins workers to CPUs, on a thread of its own: the caller
+    /// may still run anywhere it could before.
+    #[test]
+    fn recording_leaves_the_callers_cpus_alone() {
+        let before = allowed();
+        let mut s = spec(Workload::Brk1, Mode::Processes, ImapDesign::Single);
+        s.topology = mm::topology::host();
+        s.pin = true;
+        record(&s, 20, &timing()).unwrap();
+        assert_eq!(allowed(), before);
     }
 
     #[test]

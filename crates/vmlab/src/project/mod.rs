@@ -273,6 +273,15 @@ pub struct ValidateConfig {
     pub cpus: Vec<usize>,
     /// This machine, measured.
     pub machine: Machine,
+    /// Describes the machine again before every measured run at more
+    /// than one worker, and that run is predicted with the description
+    /// taken just before it; the prediction compared is the median of
+    /// those. For a machine measured here (`--machine host`): a shared
+    /// machine's transfer cost can change from one minute to the next (this
+    /// project's 2-vCPU guest flips between about 30 and 110 ns), and a
+    /// run measures the machine of its own minute. `None`: `machine` for
+    /// every run.
+    pub remeasure: Option<fn() -> Result<Machine, LabError>>,
     /// Measured runs per point; the median is compared.
     pub repeat: usize,
     /// How profiles are recorded and simulated; its timing is also every
@@ -304,8 +313,16 @@ pub struct Validation {
     /// Every one-worker run behind `one_worker` (its median), ascending:
     /// their spread is part of the prediction's error bar.
     pub one_worker_runs: Vec<f64>,
-    /// Predicted throughput at `cpus` workers.
+    /// Predicted throughput at `cpus` workers: the median of
+    /// `predicted_runs`.
     pub predicted: f64,
+    /// One prediction per measured run, ascending: each from the machine
+    /// as described just before that run (see
+    /// [`ValidateConfig::remeasure`]), or all from the one description.
+    pub predicted_runs: Vec<f64>,
+    /// The core-complex transfer cost (`ccx_ns`) of the description each
+    /// run was predicted with, in run order.
+    pub transfer_ns: Vec<f64>,
     /// Measured throughput at `cpus` workers (median of the runs).
     pub measured: f64,
     /// Every measured run behind `measured`, ascending: how far this
@@ -359,10 +376,20 @@ pub fn validate(
             .chain(config.cpus.iter().copied())
             .collect();
         let mut runs = vec![Vec::with_capacity(config.repeat); counts.len()];
+        // The description each run at more than one worker is predicted
+        // with, in run order.
+        let mut described: Vec<Vec<Machine>> = vec![Vec::new(); counts.len()];
         for _ in 0..config.repeat.max(1) {
             for (k, &threads) in counts.iter().enumerate() {
                 if threads == 1 && config.repeat <= 1 {
                     continue;
+                }
+                if threads > 1 {
+                    let machine = match config.remeasure {
+                        Some(measure) => measure()?,
+                        None => config.machine.clone(),
+                    };
+                    described[k].push(machine);
                 }
                 let spec = Spec {
                     threads,
@@ -383,9 +410,17 @@ pub fn validate(
         };
         for (k, &cpus) in counts.iter().enumerate().skip(1) {
             let sim_config = config.method.sim(&profile, cpus, None);
-            let predicted = sim::simulate(&profile, &config.machine, &sim_config)
-                .map_err(|e| LabError(format!("{workload} {design}: {e}")))?
-                .ops_per_sec;
+            let mut predicted_runs = described[k]
+                .iter()
+                .map(|machine| {
+                    sim::simulate(&profile, machine, &sim_config)
+                        .map(|r| r.ops_per_sec)
+                        .map_err(|e| LabError(format!("{workload} {design}: {e}")))
+                })
+                .collect::<Result<Vec<f64>, LabError>>()?;
+            predicted_runs.sort_by(f64::total_cmp);
+            let predicted = median(&predicted_runs);
+            let transfer_ns = described[k].iter().map(|m| m.ccx_ns).collect();
             let measured_runs = std::mem::take(&mut runs[k]);
             let measured = median(&measured_runs);
             let row = Validation {
@@ -400,6 +435,8 @@ pub fn validate(
                 one_worker: profile.ops_per_sec,
                 one_worker_runs: one_worker_runs.clone(),
                 predicted,
+                predicted_runs,
+                transfer_ns,
                 measured,
                 measured_runs,
                 error: (predicted - measured) / measured,

@@ -366,6 +366,8 @@ mod tests {
             one_worker: median(one),
             one_worker_runs: one.to_vec(),
             predicted,
+            predicted_runs: vec![predicted],
+            transfer_ns: vec![30.0],
             measured: median(measured),
             measured_runs: measured.to_vec(),
             error: (predicted - median(measured)) / median(measured),
