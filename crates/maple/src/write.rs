@@ -306,8 +306,8 @@ impl Retired {
 /// tree did that until 2026-11-26: it left nodes nearly full, so the next
 /// insert into either overflowed again, and 48 % of the inserts of a
 /// random 1000-entry build took the general path (18 % with a plain
-/// split). Random inserts at 1e3 cost a third less for a fifth more node memory
-/// (docs/RESULTS.md, "Splits without sharing").
+/// split). Random inserts at 1e3 cost a third less for a fifth more node
+/// memory (docs/RESULTS.md, "Splits without sharing").
 fn split_sizes(count: usize, cap: usize, rightmost: bool) -> ([usize; 4], usize) {
     let k = count.div_ceil(cap);
     let mut sizes = [0; 4];
