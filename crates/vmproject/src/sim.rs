@@ -2041,6 +2041,14 @@ mod tests {
     /// The kernel's rwsem spins as long as its owner runs; with a spin
     /// budget shorter than the critical section (the lab's userspace
     /// rwsem), waiters sleep instead, and pay the wake-up.
+    /// Two CPUs, whose lock waiters spin at most `ns` before they sleep.
+    fn budget(ns: f64) -> Config {
+        Config {
+            spin_budget_ns: Some(ns),
+            ..config(2, None)
+        }
+    }
+
     #[test]
     fn a_spin_budget_sends_waiters_to_sleep() {
         let m = machine(1, 4, 0.0, 0.0, 5000.0);
@@ -2052,36 +2060,17 @@ mod tests {
         let c = kernel.breakdown.class(LockClass::MmapLock);
         assert_eq!(c.sleeping, 0.0, "{kernel:?}");
         assert!(c.spinning > 0.0, "{kernel:?}");
-        let lab = simulate(
-            &p,
-            &m,
-            &Config {
-                spin_budget_ns: Some(500.0),
-                ..config(2, None)
-            },
-        )
-        .unwrap();
+        let lab = simulate(&p, &m, &budget(500.0)).unwrap();
         let c = lab.breakdown.class(LockClass::MmapLock);
         assert!(c.sleeping > 0.0, "{lab:?}");
         assert!(lab.ops_per_sec < kernel.ops_per_sec, "{lab:?} {kernel:?}");
-        let bad = Config {
-            spin_budget_ns: Some(-1.0),
-            ..config(2, None)
-        };
+        let bad = budget(-1.0);
         assert!(matches!(
             simulate(&p, &m, &bad),
             Err(SimError::SpinBudget(_))
         ));
         // A budget longer than any wait changes nothing.
-        let long = simulate(
-            &p,
-            &m,
-            &Config {
-                spin_budget_ns: Some(1e9),
-                ..config(2, None)
-            },
-        )
-        .unwrap();
+        let long = simulate(&p, &m, &budget(1e9)).unwrap();
         assert_eq!(long.ops_per_sec, kernel.ops_per_sec);
     }
 
@@ -2103,15 +2092,7 @@ mod tests {
             let mut m = machine(1, 4, 0.0, 0.0, 100.0);
             m.wake_ns = 400.0;
             m.waker_ns = Some(w);
-            let r = simulate(
-                &p,
-                &m,
-                &Config {
-                    spin_budget_ns: Some(0.0),
-                    ..config(2, None)
-                },
-            )
-            .unwrap();
+            let r = simulate(&p, &m, &budget(0.0)).unwrap();
             let cycle = h + o + w;
             assert!(close(r.ops_per_sec, 1e9 / cycle, 0.01), "{w}: {r:?}");
             // The starved CPU is asleep throughout its window.

@@ -348,9 +348,11 @@ impl Mm {
         st.index.validate()?;
         let mut last_end = 0;
         let mut count = 0;
+        let mut locked = 0;
         let mut err = None;
         st.index.for_each(&mut |v| {
             count += 1;
+            locked += locked_pages(std::slice::from_ref(v));
             if err.is_none()
                 && (v.start() < last_end
                     || v.start() >= v.end()
@@ -383,7 +385,6 @@ impl Mm {
         if count != st.index.len() {
             return Err(format!("index len {} but {count} VMAs", st.index.len()));
         }
-        let locked = locked_pages(&st.vmas());
         if st.locked_vm != locked {
             return Err(format!(
                 "locked_vm {} but the VM_LOCKED VMAs hold {locked} pages",

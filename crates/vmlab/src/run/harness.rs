@@ -233,10 +233,7 @@ impl Measurement {
     /// The fraction of the workers' wall time they spent on a CPU: near
     /// 1 on a quiet machine, lower when other processes competed.
     pub fn cpu_share(&self, threads: usize) -> Option<f64> {
-        let wall = self.elapsed.as_nanos() as f64 * threads as f64;
-        self.cpu
-            .filter(|_| wall > 0.0)
-            .map(|c| c.on_cpu_ns as f64 / wall)
+        self.of_wall(threads, |c| c.on_cpu_ns)
     }
 
     /// The fraction of the workers' wall time they were runnable but
@@ -245,10 +242,14 @@ impl Measurement {
     /// [`cpu_share`](Measurement::cpu_share), which a worker asleep on a
     /// contended lock also shows, this is the machine's doing alone.
     pub fn cpu_wait(&self, threads: usize) -> Option<f64> {
+        self.of_wall(threads, |c| c.run_delay_ns)
+    }
+
+    /// One of the scheduler's times as a fraction of the `threads`
+    /// workers' wall time.
+    fn of_wall(&self, threads: usize, ns: impl FnOnce(CpuTime) -> u64) -> Option<f64> {
         let wall = self.elapsed.as_nanos() as f64 * threads as f64;
-        self.cpu
-            .filter(|_| wall > 0.0)
-            .map(|c| c.run_delay_ns as f64 / wall)
+        self.cpu.filter(|_| wall > 0.0).map(|c| ns(c) as f64 / wall)
     }
 
     /// Operations per second over all workers.
