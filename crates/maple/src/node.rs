@@ -412,6 +412,21 @@ impl<'g> NodeRef<'g> {
         }
     }
 
+    /// [`find_slot`](NodeRef::find_slot) for an `index` known to lie at
+    /// or after slot `from` of a leaf: the scan starts there. A writer
+    /// finds the right end of its range so, from the left end's slot; most
+    /// writes end in the slot they start in, found by one comparison.
+    #[inline]
+    pub(crate) fn find_slot_from(self, from: usize, index: u64) -> usize {
+        let stored = (self.len() - 1).min(LEAF_SLOTS - 1);
+        let pivots = &self.leaf().pivots[..stored];
+        pivots
+            .iter()
+            .skip(from)
+            .position(|p| p.load(Ordering::Relaxed) >= index)
+            .map_or(stored, |k| from + k)
+    }
+
     /// Slot pointer `i`: a value (leaf) or a tagged child (internal).
     #[inline]
     pub(crate) fn slot(self, i: usize) -> *mut u8 {
@@ -456,14 +471,21 @@ impl<'g> NodeRef<'g> {
 
     /// Largest absent range in a leaf covering `[min, max]`.
     pub(crate) fn leaf_gap(self, min: u64, max: u64) -> u64 {
+        let leaf = self.leaf();
+        // The length is read once: the last slot ends at `max`, every other
+        // at its stored pivot.
+        let last = self.len() - 1;
         let mut best = 0;
         let mut start = min;
-        for i in 0..self.len() {
-            let end = self.end(i, max);
-            if self.slot(i).is_null() {
+        for (slot, pivot) in leaf.slots[..last].iter().zip(&leaf.pivots) {
+            let end = pivot.load(Ordering::Relaxed);
+            if slot.load(Ordering::Relaxed).is_null() {
                 best = best.max(gap_size(start, end));
             }
             start = end.wrapping_add(1);
+        }
+        if leaf.slots[last].load(Ordering::Relaxed).is_null() {
+            best = best.max(gap_size(start, max));
         }
         best
     }
@@ -561,20 +583,24 @@ impl<'g> NodeRef<'g> {
         // at the leaf's max in both layouts, so its (unstored) pivot
         // does not move; every other pivot moves with its slot.
         let (from, to) = (r + 1, l + mid.len());
+        let moved = len - from;
         let shift = |k: usize| {
             let p = leaf.slots[from + k].load(Ordering::Relaxed);
             leaf.slots[to + k].store(p, Ordering::Relaxed);
-            if from + k + 1 < len {
-                let e = leaf.pivots[from + k].load(Ordering::Relaxed);
-                leaf.pivots[to + k].store(e, Ordering::Relaxed);
-            }
+        };
+        let shift_pivot = |k: usize| {
+            let e = leaf.pivots[from + k].load(Ordering::Relaxed);
+            leaf.pivots[to + k].store(e, Ordering::Relaxed);
         };
         // Moving up, start from the top so nothing is overwritten before
-        // it is moved; moving down, from the bottom.
+        // it is moved; moving down, from the bottom. The moved run's last
+        // pivot is not stored, so one pivot fewer than slots moves.
         if to > from {
-            (0..len - from).rev().for_each(shift);
+            (0..moved).rev().for_each(shift);
+            (0..moved.saturating_sub(1)).rev().for_each(shift_pivot);
         } else if to < from {
-            (0..len - from).for_each(shift);
+            (0..moved).for_each(shift);
+            (0..moved.saturating_sub(1)).for_each(shift_pivot);
         }
         for (k, it) in mid.iter().enumerate() {
             leaf.slots[l + k].store(it.ptr, Ordering::Relaxed);

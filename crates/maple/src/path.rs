@@ -125,9 +125,24 @@ impl<'g> Path<'g> {
     }
 
     /// Makes this path a copy of `other`, copying only the levels in use.
+    #[inline]
     pub(crate) fn copy_from(&mut self, other: &Path<'g>) {
-        self.levels[..other.depth].copy_from_slice(&other.levels[..other.depth]);
+        // Level by level rather than one `copy_from_slice`: a path is two
+        // to four levels, for which a `memmove` call costs more than the
+        // copy (the writer copies its left path on every write).
+        for (to, from) in self.levels.iter_mut().zip(&other.levels[..other.depth]) {
+            *to = *from;
+        }
         self.depth = other.depth;
+    }
+
+    /// Makes this path the one level `leaf`, for a writer that needs only
+    /// the leaf until it climbs (the levels above must be set, with
+    /// [`Path::copy_from`], before anything reads them as a path's).
+    #[inline]
+    pub(crate) fn leaf_only(&mut self, leaf: Level<'g>) {
+        self.levels[0] = MaybeUninit::new(leaf);
+        self.depth = 1;
     }
 
     /// Walks again from `root`, reusing this path's storage (a path is a
@@ -135,18 +150,49 @@ impl<'g> Path<'g> {
     #[inline]
     pub(crate) fn rewalk(&mut self, root: NodeRef<'g>, index: u64) {
         let stamp = root.stamp();
-        self.depth = 0;
-        self.push(Level {
+        let mut level = Level {
             node: root,
             min: 0,
             max: u64::MAX,
             slot: root.find_slot(index),
             stamp,
-        });
-        while !self.leaf().node.is_leaf() {
-            let next = self.leaf().descend(Some(index), false);
-            self.push(next);
+        };
+        // The level being entered and the depth stay in registers; the
+        // path's storage is only written. (Read back through `self`, each
+        // level waited on the store of the one before: the node loads are
+        // atomic, and the compiler keeps memory in order around them.)
+        let mut depth = 0;
+        loop {
+            // A taller tree is impossible in memory (see MAX_HEIGHT);
+            // stopping here keeps a corrupted tree from writing out of
+            // bounds.
+            assert!(depth < MAX_HEIGHT, "maple tree deeper than MAX_HEIGHT");
+            self.levels[depth] = MaybeUninit::new(level);
+            depth += 1;
+            if level.node.is_leaf() {
+                break;
+            }
+            level = level.descend(Some(index), false);
         }
+        self.depth = depth;
+    }
+
+    /// Leads the path to the leaf slot holding `index`: within the leaf it
+    /// already ends in when that leaf covers `index` (`kept`: the path is
+    /// one of the current tree, as [`PathStore::kept`] hands it out), else
+    /// by a walk from `root`. The kernel's writers reuse their walk state
+    /// the same way; a run of writes to one neighbourhood (an address
+    /// space's mmaps, ascending inserts) walks once per leaf, not per write.
+    #[inline]
+    pub(crate) fn seek(&mut self, root: NodeRef<'g>, index: u64, kept: bool) {
+        if kept && self.depth > 0 {
+            let leaf = self.leaf_mut();
+            if leaf.min <= index && index <= leaf.max {
+                leaf.slot = leaf.node.find_slot(index);
+                return;
+            }
+        }
+        self.rewalk(root, index);
     }
 
     #[inline]
@@ -253,12 +299,35 @@ impl PathStore {
     #[inline]
     pub(crate) fn path<'w>(&mut self) -> &mut Path<'w> {
         self.0.depth = 0;
+        // SAFETY: emptied, the path names no node (see `retype`).
+        unsafe { self.retype() }
+    }
+
+    /// The stored path as the last use left it, for nodes alive for `'w`:
+    /// the writer's kept path (see `Scratch` in `write.rs`).
+    ///
+    /// # Safety
+    /// Every node on the path is alive for `'w`, and the path is still a
+    /// root-to-leaf path of the tree: no node on it was freed, replaced or
+    /// rewritten other than in its leaf's slots and pivots, and no gap
+    /// recorded on it counts for the path.
+    #[inline]
+    pub(crate) unsafe fn kept<'w>(&mut self) -> &mut Path<'w> {
+        // SAFETY: the caller's contract covers the nodes the path names.
+        unsafe { self.retype() }
+    }
+
+    /// # Safety
+    /// Every node the path names is alive for `'w` (an empty path names
+    /// none).
+    #[inline]
+    unsafe fn retype<'w>(&mut self) -> &mut Path<'w> {
         // SAFETY: `Path<'static>` and `Path<'w>` differ only in a lifetime,
         // so in nothing of their layout. What `&mut` invariance guards
         // against is a `Path<'w>`'s nodes read later as `'static`: the
-        // field is private, and the path is only ever reached through
-        // this method, which empties it first (no level is read past
-        // `depth`), so nothing written for `'w` is read after `'w`.
+        // field is private, and the path is only reached through `path`,
+        // which empties it first (no level is read past `depth`), and
+        // `kept`, whose caller vouches for the nodes it names.
         unsafe { &mut *(&raw mut self.0).cast::<Path<'w>>() }
     }
 }

@@ -210,6 +210,78 @@ fn ascending_then_erase_all() {
     assert_eq!(tree.mem_stats().nodes, 0);
 }
 
+/// The writer's kept path (`Scratch::kept` in `write.rs`) belongs to its
+/// tree: a tree dropped right after an in-place write hands its scratch
+/// space to the thread's next tree, which must walk its own nodes. The
+/// next tree is built whole (`from_sorted`, and `clone`), so its first
+/// write is not an empty tree's, which would walk anyway.
+#[test]
+fn a_kept_path_is_forgotten_with_its_tree() {
+    for clone in [false, true] {
+        let mut old = MapleTree::new();
+        old.store_range(0..=9, 0u32).unwrap();
+        // In place: the write leaves its path kept.
+        old.store_range(100..=109, 1).unwrap();
+        let source = MapleTree::from_sorted((0..40u64).map(|i| (i * 20..=i * 20 + 9, 7))).unwrap();
+        // The scratch space the new tree's first write takes is `old`'s.
+        drop(old);
+        let mut new = if clone { source.clone() } else { source };
+        // Inside the dropped tree's leaf too (it covered everything).
+        new.store_range(105..=108, 9).unwrap();
+        new.validate().unwrap();
+        let g = crate::pin();
+        assert_eq!(new.load(106, &g), Some(&9));
+        assert_eq!(new.load(100, &g), Some(&7));
+        assert_eq!(new.len(), 42);
+    }
+}
+
+/// Writes near each other reuse the kept path, and writes that restructure
+/// the tree between them make the next write walk: the tree is checked
+/// after every step, against the oracle, for exclusive and shared writes
+/// in turn.
+#[test]
+fn kept_paths_follow_local_writes() {
+    let mut tree = MapleTree::new();
+    let mut o = Oracle::new();
+    let n = if cfg!(miri) { 300 } else { 3000 };
+    let mut rng = Rng(11);
+    let mut at = 1_000u64;
+    for i in 0..n {
+        // Mostly a step to a neighbour; now and then a jump elsewhere.
+        at = if rng.below(8) == 0 {
+            rng.below(20_000)
+        } else {
+            (at + rng.below(40)).saturating_sub(20)
+        };
+        let last = at + rng.below(12);
+        let v = (rng.below(3) != 0).then_some(i as u32);
+        if i % 2 == 0 {
+            match v {
+                Some(v) => tree.store_range(at..=last, v).unwrap(),
+                None => tree.erase_range(at..=last).unwrap(),
+            }
+        } else {
+            let mut w = tree.write();
+            match v {
+                Some(v) => w.store_range(at..=last, v).unwrap(),
+                None => w.erase_range(at..=last).unwrap(),
+            }
+        }
+        oracle_store(&mut o, at, last, v);
+        tree.validate().unwrap();
+        let g = crate::pin();
+        for p in [at.saturating_sub(1), at, last, last + 1] {
+            let want = o
+                .range(..=p)
+                .next_back()
+                .filter(|(_, &(l, _))| l >= p)
+                .map(|(_, (_, v))| v);
+            assert_eq!(tree.load(p, &g), want, "step {i}: index {p}");
+        }
+    }
+}
+
 /// An empty range is refused by every write, and the tree is unchanged:
 /// first above last, and a `RangeInclusive` iterated to its end (whose
 /// bounds still read `3..=3`).

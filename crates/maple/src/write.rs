@@ -77,6 +77,20 @@
 //! vmscale_mutant="unsequenced"`, shared in-place writes skip the sequence
 //! count, and the shuttle model (`tests/shuttle_model.rs`) must fail.
 //!
+//! # The kept path
+//!
+//! A write that changed one leaf in place leaves its walk behind
+//! (`Scratch::kept`): the next write whose first index that leaf covers
+//! starts there, with one pivot scan instead of a walk from the root, as
+//! the kernel's writers reuse the state of their last walk. Runs of writes
+//! in one neighbourhood are the usual case for an address space (mmap
+//! next to the last mapping, brk, a VMA split and its neighbour) and for
+//! ascending inserts. Every write clears it as it starts and only an
+//! in-place change sets it again, so after a write that splits, merges,
+//! rebalances or copies (a node on the path may be gone or rewritten) the
+//! next write walks; so does the first write after the scratch space moves
+//! to another tree (a dropped tree's goes to the thread's next one).
+//!
 //! Shared writers that copy mark replaced nodes dead after publishing and
 //! hand them to the grace-period collector, one deferred call per node or
 //! value (a one-pointer closure, which crossbeam stores without
@@ -103,6 +117,19 @@ pub(crate) struct Scratch {
     pr: PathStore,
     bufs: [Buf; 2],
     retired: Retired,
+    /// `pl` is still a path of the tree's current shape, to the leaf the
+    /// last write changed, so the next write near it need not walk from
+    /// the root (`Path::seek`).
+    ///
+    /// Invariant: set only by a write that changed nothing but one leaf's
+    /// slots and pivots, in place (`Rebuild::splice_in_place`), and the
+    /// gaps recorded above it; cleared at the start of every write, so a
+    /// write that frees, replaces or rewrites a node (or stops half way,
+    /// by panic) leaves it clear, and when the scratch space moves to
+    /// another tree. Writers are serialised (`&mut`, the writer lock, or
+    /// `write_unshared`'s contract), and only writers free nodes, so
+    /// while it is set every node on `pl` is alive and in place.
+    kept: bool,
 }
 
 impl Scratch {
@@ -121,23 +148,40 @@ impl Scratch {
             pr: PathStore::new(),
             bufs: [Buf::new(), Buf::new()],
             retired: Retired::default(),
+            kept: false,
         })
     }
 
-    /// The scratch space for one write over nodes alive for `'w`, with
-    /// both paths empty.
+    /// The scratch space for one write over nodes alive for `'w`: `pr`
+    /// empty, `pl` the kept path if there is one (`Work::kept`), else
+    /// empty.
     fn work<'w>(&mut self) -> Work<'_, 'w> {
+        let kept = std::mem::replace(&mut self.kept, false);
+        let pl = if kept {
+            // SAFETY: `kept` was set, so `pl` is a path of the tree's
+            // current shape whose nodes are all alive (the invariant at
+            // `Scratch::kept`); they stay so for `'w`, the write about to
+            // run, which is the tree's one writer and frees nodes only at
+            // its end.
+            unsafe { self.pl.kept() }
+        } else {
+            self.pl.path()
+        };
         Work {
-            pl: self.pl.path(),
+            pl,
             pr: self.pr.path(),
             bufs: &mut self.bufs,
             retired: &mut self.retired,
+            kept,
+            keep: &mut self.kept,
         }
     }
 
     /// Keeps a dropped tree's scratch space for this thread's next tree.
-    /// Between writes it holds no pointer that matters (see `Send`).
-    pub(crate) fn recycle(scratch: Box<Self>) {
+    /// Between writes it holds no pointer that matters (see `Send`): its
+    /// kept path belonged to the dropped tree and is forgotten.
+    pub(crate) fn recycle(mut scratch: Box<Self>) {
+        scratch.kept = false;
         #[cfg(not(vmscale_shuttle))]
         let _ = SPARE.try_with(|s| s.set(Some(scratch)));
         #[cfg(vmscale_shuttle)]
@@ -151,6 +195,10 @@ struct Work<'s, 'w> {
     pr: &'s mut Path<'w>,
     bufs: &'s mut [Buf; 2],
     retired: &'s mut Retired,
+    /// `pl` is the kept path of the last write (see `Scratch::kept`).
+    kept: bool,
+    /// Where to say that `pl` may be kept for the next write.
+    keep: &'s mut bool,
 }
 
 #[cfg(not(vmscale_shuttle))]
@@ -205,8 +253,12 @@ impl Buf {
     fn extend_from(&mut self, level: &Level<'_>, range: std::ops::Range<usize>) {
         let node = level.node;
         let (len, leaf) = (node.len(), node.is_leaf());
-        for i in range {
-            self.push(Item {
+        // One bounds check for the run, and the length stored once: pushed
+        // one by one, each item's place waits on the last one's length.
+        let start = self.len;
+        let to = &mut self.items[start..start + range.len()];
+        for (item, i) in to.iter_mut().zip(range) {
+            *item = Item {
                 end: if i + 1 == len {
                     level.max
                 } else {
@@ -214,8 +266,9 @@ impl Buf {
                 },
                 ptr: node.slot(i),
                 gap: if leaf { 0 } else { node.gap(i) },
-            });
+            };
         }
+        self.len += to.len();
     }
 }
 
@@ -410,7 +463,7 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
         // write uses no node after `Rebuild::finish` frees it.
         let root = unsafe { self.writer_root() }?;
         let work = scratch.work();
-        work.pl.rewalk(root, index);
+        work.pl.seek(root, index, work.kept);
         let leaf = work.pl.leaf();
         let (first, last) = (leaf.slot_start(), leaf.slot_end());
         if leaf.node.slot(leaf.slot).is_null() {
@@ -475,9 +528,11 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
             pr,
             bufs,
             retired,
+            kept,
+            keep,
         } = work;
         if !walked {
-            pl.rewalk(root, first);
+            pl.seek(root, first, kept);
         }
         if insert {
             let l = pl.leaf();
@@ -485,11 +540,19 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
                 return Err(Error::Exists);
             }
         }
-        pr.copy_from(pl);
-        if last <= pl.leaf().max {
-            // Both ends in one leaf (the common case): share the walk.
+        // Both ends in one leaf (the common case): share the walk. A store
+        // there needs only `pr`'s leaf unless it leaves the in-place path,
+        // so the levels above it, which are `pl`'s, are copied only then;
+        // an erase may step `pr` to the next leaf, which takes them all.
+        let right_leaf_only = last <= pl.leaf().max && !p.is_null();
+        if right_leaf_only {
+            let mut leaf = *pl.leaf();
+            leaf.slot = leaf.node.find_slot_from(leaf.slot, last);
+            pr.leaf_only(leaf);
+        } else if last <= pl.leaf().max {
+            pr.copy_from(pl);
             let leaf = pr.leaf_mut();
-            leaf.slot = leaf.node.find_slot(last);
+            leaf.slot = leaf.node.find_slot_from(leaf.slot, last);
         } else {
             pr.rewalk(root, last);
         }
@@ -552,7 +615,17 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
             let entries = self.len() + added - removed;
             self.entries.store(entries, Ordering::Relaxed);
             w.finish(self);
+            // Only `pl`'s leaf changed, in its slots and pivots: the path
+            // stays valid for the next write.
+            *keep = true;
             return Ok(());
+        }
+        if right_leaf_only {
+            // `pl` has not moved (only an erase moves it), so its levels
+            // above the leaf are `pr`'s.
+            let leaf = *w.pr.leaf();
+            w.pr.copy_from(w.pl);
+            *w.pr.leaf_mut() = leaf;
         }
         w.unlink_between();
         bufs[0].len = 0;
@@ -587,11 +660,7 @@ struct Middle {
 }
 
 impl Middle {
-    fn push(&mut self, end: u64, ptr: *mut u8) {
-        self.items[self.len] = Item { end, ptr, gap: 0 };
-        self.len += 1;
-    }
-
+    #[inline]
     fn items(&self) -> &[Item] {
         &self.items[..self.len]
     }
@@ -630,29 +699,30 @@ impl<'w> Rebuild<'_, '_, 'w> {
     /// The at most three ranges that replace the covered ones: the
     /// uncovered left part of `pl`'s slot, `[lo, hi] = p`, the uncovered
     /// right part of `pr`'s slot.
+    #[inline(always)]
     fn middle(&self, lo: u64, hi: u64, p: *mut u8) -> Middle {
         let l = self.pl.leaf();
         let r = self.pr.leaf();
-        let mut m = Middle {
-            items: [Item {
-                end: hi,
-                ptr: p,
-                gap: 0,
-            }; 3],
-            len: 0,
-            left_keep: l.slot_start() < lo,
-            right_keep: false,
-        };
-        if m.left_keep {
-            m.push(lo - 1, l.node.slot(l.slot));
-        }
-        m.push(hi, p);
+        let left_keep = l.slot_start() < lo;
         let right_end = r.slot_end();
-        m.right_keep = right_end > hi;
-        if m.right_keep {
-            m.push(right_end, r.node.slot(r.slot));
+        let right_keep = right_end > hi;
+        let item = |end, ptr| Item { end, ptr, gap: 0 };
+        let new = item(hi, p);
+        let right = item(right_end, r.node.slot(r.slot));
+        // Built whole rather than pushed item by item: the slots' places
+        // are known from the two flags, and a length stored and read back
+        // between pushes is a chain of dependent memory operations.
+        let items = if left_keep {
+            [item(lo - 1, l.node.slot(l.slot)), new, right]
+        } else {
+            [new, right, right]
+        };
+        Middle {
+            items,
+            len: 1 + usize::from(left_keep) + usize::from(right_keep),
+            left_keep,
+            right_keep,
         }
-        m
     }
 
     /// Writes the new content of the leaves from `lo`'s to `hi`'s into
@@ -677,6 +747,7 @@ impl<'w> Rebuild<'_, '_, 'w> {
     /// remnant (`m.left_keep`, `m.right_keep`) needs one reference, so a
     /// range split in two gains one. Returns the entry count change (added,
     /// removed).
+    #[inline(always)]
     fn cover<T, O: Ownership<T>>(&mut self, m: &Middle, p: *mut u8) -> (usize, usize) {
         let (left_keep, right_keep) = (m.left_keep, m.right_keep);
         let l = *self.pl.leaf();
@@ -772,7 +843,11 @@ impl<'w> Rebuild<'_, '_, 'w> {
             // mutation check (see `tests/shuttle_model.rs`).
             Access::Shared(_) => unsafe { l.node.splice_leaf(l.slot, r.slot, mid) },
         }
-        if let Some((removed, added)) = gaps {
+        // A write that neither covered nor left an absent range (a value
+        // replaced over the same bounds, a range moved between two present
+        // neighbours) left every gap as it was: the parent's record (a
+        // cache line the walk did not read) is not even looked at.
+        if let Some((removed, added)) = gaps.filter(|&(removed, added)| removed | added != 0) {
             // The leaf's largest gap before the write is what its parent
             // records.
             let parent = *self.pl.level(depth - 2);
