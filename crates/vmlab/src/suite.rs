@@ -930,6 +930,12 @@ fn measure_run(
         topology: Arc::clone(&plan.topology),
         pin: plan.pin,
     };
+    // Where the host put the first two workers' CPUs just now (pinned
+    // workers on the real topology only: otherwise no CPU is theirs).
+    let t = &plan.topology;
+    let transfer_ns = (threads >= 2 && plan.pin && !t.is_emulated() && t.nr_cpus() >= 2)
+        .then(|| crate::topology::transfer_ns(t.real_cpu(0), t.real_cpu(1)).ok())
+        .flatten();
     match harness::measure(&spec, &plan.timing) {
         Ok(m) if m.ops > 0 => Ok(Sample {
             workload: workload.to_string(),
@@ -941,6 +947,7 @@ fn measure_run(
             rep,
             value: m.ops_per_sec(),
             cpu_wait: m.cpu_wait(threads),
+            transfer_ns,
         }),
         Ok(_) => Err("no operation completed in the timed interval".to_string()),
         Err(e) => Err(e.to_string()),
@@ -986,6 +993,7 @@ fn measure_tree(
                 rep,
                 value: r.value,
                 cpu_wait: None,
+                transfer_ns: None,
             })
         })
     })?;
@@ -1179,6 +1187,7 @@ mod tests {
             rep,
             value: 1.0,
             cpu_wait: None,
+            transfer_ns: None,
         }
     }
 

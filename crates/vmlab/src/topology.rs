@@ -868,6 +868,17 @@ pub fn measure(opts: &MeasureOptions) -> Result<HostMeasurement, LabError> {
     })
 }
 
+/// The one-way cache-line transfer time between CPUs `a` and `b`, in
+/// nanoseconds: the ping-pong of [`measure`] for one pair (about a
+/// millisecond). The suite takes it before each run of several workers,
+/// because a virtual machine's CPUs can move between the host's cores
+/// from one minute to the next (see [`vmresults::Sample::transfer_ns`]).
+///
+/// Errors: a CPU this thread cannot be pinned to.
+pub fn transfer_ns(a: usize, b: usize) -> Result<f64, LabError> {
+    ping_pong(a, b, &MeasureOptions::default())
+}
+
 /// [`measure`]'s machine description alone.
 pub fn measure_host(opts: &MeasureOptions) -> Result<vmproject::Machine, LabError> {
     measure(opts).map(|m| m.machine)

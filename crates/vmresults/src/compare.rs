@@ -234,6 +234,26 @@ fn waited_legend(samples: &[Sample], workload: &str) -> Option<String> {
     })
 }
 
+/// The legend line giving the range of the CPU-to-CPU transfer times
+/// measured before `workload`'s runs (see [`Sample::transfer_ns`]), if
+/// any were: two runs of one suite, or two suites, that disagree at
+/// several workers may simply have had their CPUs in different places.
+fn transfer_legend(samples: &[Sample], workload: &str) -> Option<String> {
+    let mut ns: Vec<f64> = samples
+        .iter()
+        .filter(|s| s.workload == workload)
+        .filter_map(|s| s.transfer_ns)
+        .collect();
+    ns.sort_by(f64::total_cmp);
+    let (lo, hi) = (*ns.first()?, *ns.last()?);
+    let median = ns[ns.len() / 2];
+    Some(format!(
+        "CPU-to-CPU cache-line transfer (one way, the first two workers' CPUs) measured \
+         before each run of several workers: {lo:.0}–{hi:.0} ns, median {median:.0} ns \
+         (where the machine put the CPUs: see docs/workloads.md)"
+    ))
+}
+
 /// Tables of a set of samples: per workload, rows = (metric, threads),
 /// columns = configurations in first-seen order; the first column is the
 /// baseline; every other cell shows mean and % difference vs the baseline,
@@ -299,6 +319,7 @@ pub fn suite_tables(samples: &[Sample]) -> Vec<WorkloadTable> {
                 ),
             );
             legend.extend(waited_legend(samples, g.name));
+            legend.extend(transfer_legend(samples, g.name));
             WorkloadTable {
                 workload: g.name.to_string(),
                 header,
@@ -442,6 +463,7 @@ impl std::error::Error for Incomparable {}
 ///     rep,
 ///     value,
 ///     cpu_wait: None,
+///     transfer_ns: None,
 /// };
 /// let a = [sample("maple", 0, 100.0), sample("maple", 1, 102.0)];
 /// let b = [sample("maple", 0, 150.0), sample("maple", 1, 151.0)];
@@ -491,6 +513,7 @@ mod tests {
             rep,
             value,
             cpu_wait: None,
+            transfer_ns: None,
         }
     }
 
@@ -538,6 +561,44 @@ mod tests {
         let parsed: Sample = serde_json::from_str(old).unwrap();
         assert_eq!(parsed.cpu_wait, None);
         assert!(!serde_json::to_string(&parsed).unwrap().contains("cpu_wait"));
+    }
+
+    #[test]
+    fn the_transfer_times_measured_before_runs_are_given_under_their_table() {
+        let mut run = reps("brk1", "legacy", 1, 100.0);
+        run.extend(reps("brk1", "legacy", 2, 190.0));
+        run.extend(reps("mmap1", "legacy", 2, 100.0));
+        let two = run
+            .iter_mut()
+            .filter(|s| s.workload == "brk1" && s.threads == 2);
+        for (s, ns) in two.zip([16.2, 29.4, 16.6, 110.0, 17.0]) {
+            s.transfer_ns = Some(ns);
+        }
+        let tables = suite_tables(&run);
+        let transfer = |t: &WorkloadTable| {
+            t.legend
+                .iter()
+                .filter(|l| l.starts_with("CPU-to-CPU"))
+                .cloned()
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            transfer(&tables[0]),
+            [
+                "CPU-to-CPU cache-line transfer (one way, the first two workers' CPUs) \
+                 measured before each run of several workers: 16–110 ns, median 17 ns \
+                 (where the machine put the CPUs: see docs/workloads.md)"
+            ]
+        );
+        // Not measured (mmap1 here, or any file from before the field):
+        // no line, and nothing written for it.
+        assert!(transfer(&tables[1]).is_empty(), "{:?}", tables[1].legend);
+        let old = r#"{"workload":"brk1","metric":"ops/s","unit":"ops/s","higher_is_better":true,"config":"legacy","threads":2,"rep":0,"value":1.0}"#;
+        let parsed: Sample = serde_json::from_str(old).unwrap();
+        assert_eq!(parsed.transfer_ns, None);
+        assert!(!serde_json::to_string(&parsed)
+            .unwrap()
+            .contains("transfer_ns"));
     }
 
     #[test]

@@ -168,6 +168,7 @@ mod tests {
             rep: 0,
             value,
             cpu_wait: None,
+            transfer_ns: None,
         }
     }
 

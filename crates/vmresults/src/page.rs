@@ -283,6 +283,7 @@ mod tests {
                     rep,
                     value: centre * f,
                     cpu_wait: None,
+                    transfer_ns: None,
                 });
             }
         }

@@ -885,6 +885,7 @@ mod tests {
             rep: 0,
             value: 0.0,
             cpu_wait: None,
+            transfer_ns: None,
         }
     }
 

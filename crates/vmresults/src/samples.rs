@@ -52,6 +52,16 @@ pub struct Sample {
     /// (the tree's figures, files written before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_wait: Option<f64>,
+    /// One-way cache-line transfer between the CPUs of the run's first two
+    /// workers, in nanoseconds, measured just before the run (a ping-pong,
+    /// about a millisecond). On a virtual machine it shows where the host
+    /// put the CPUs for this run, which can change from minute to minute:
+    /// two hyperthreads of one core share its execution units, and a
+    /// workload that keeps them busy scales less than on two cores. `None`
+    /// for one worker, unpinned or emulated runs, and files written before
+    /// it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transfer_ns: Option<f64>,
 }
 
 /// Writes `samples` to `path`, one JSON object per line.
@@ -320,6 +330,7 @@ mod tests {
             rep: 0,
             value,
             cpu_wait: None,
+            transfer_ns: None,
         }
     }
 

@@ -42,6 +42,7 @@ fn samples_of(points: &[ProjectedPoint]) -> Vec<Sample> {
             rep: 0,
             value: p.value,
             cpu_wait: None,
+            transfer_ns: None,
         })
         .collect()
 }

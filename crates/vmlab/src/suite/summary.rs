@@ -28,6 +28,7 @@ const WRITES: [&str; 3] = ["mmap1", "brk1", "mmap2"];
 ///     workload: "aim7-brk".into(), metric: "ops/s".into(), unit: "ops/s".into(),
 ///     higher_is_better: true, config: config.into(), threads: 1, rep, value,
 ///     cpu_wait: None,
+///     transfer_ns: None,
 /// };
 /// let lines = vmlab::suite::summary(&[s("rule=off", 0, 10.0), s("rule=on", 0, 12.0)]);
 /// assert_eq!(lines.len(), 1);
@@ -259,6 +260,7 @@ mod tests {
                 rep,
                 value,
                 cpu_wait: None,
+                transfer_ns: None,
             })
             .collect()
     }
