@@ -847,7 +847,7 @@ impl<'w> Rebuild<'_, '_, 'w> {
         // replaced over the same bounds, a range moved between two present
         // neighbours) left every gap as it was: the parent's record (a
         // cache line the walk did not read) is not even looked at.
-        if let Some((removed, added)) = gaps.filter(|&(removed, added)| removed | added != 0) {
+        if let Some((removed, added)) = gaps.filter(|&(removed, added)| (removed | added) != 0) {
             // The leaf's largest gap before the write is what its parent
             // records.
             let parent = *self.pl.level(depth - 2);

@@ -541,13 +541,7 @@ mod tests {
             s.cpu_wait = Some(WAITED_FOR_CPU);
         }
         let tables = suite_tables(&run);
-        let waited = |t: &WorkloadTable| {
-            t.legend
-                .iter()
-                .filter(|l| l.starts_with("waited for a CPU"))
-                .cloned()
-                .collect::<Vec<_>>()
-        };
+        let waited = |t: &WorkloadTable| legend_lines(t, "waited for a CPU");
         assert_eq!(
             waited(&tables[0]),
             [
@@ -557,10 +551,27 @@ mod tests {
         );
         assert!(waited(&tables[1]).is_empty(), "{:?}", tables[1].legend);
         // Samples from before the field existed read as unmeasured.
-        let old = r#"{"workload":"brk1","metric":"ops/s","unit":"ops/s","higher_is_better":true,"config":"legacy","threads":1,"rep":0,"value":1.0}"#;
-        let parsed: Sample = serde_json::from_str(old).unwrap();
+        let (parsed, written) = sample_from_before_the_fields();
         assert_eq!(parsed.cpu_wait, None);
-        assert!(!serde_json::to_string(&parsed).unwrap().contains("cpu_wait"));
+        assert!(!written.contains("cpu_wait"));
+    }
+
+    /// The lines of `t`'s legend that start with `prefix`.
+    fn legend_lines(t: &WorkloadTable, prefix: &str) -> Vec<String> {
+        t.legend
+            .iter()
+            .filter(|l| l.starts_with(prefix))
+            .cloned()
+            .collect()
+    }
+
+    /// A sample as files written before `cpu_wait` and `transfer_ns` hold
+    /// it, parsed, and written again.
+    fn sample_from_before_the_fields() -> (Sample, String) {
+        let old = r#"{"workload":"brk1","metric":"ops/s","unit":"ops/s","higher_is_better":true,"config":"legacy","threads":2,"rep":0,"value":1.0}"#;
+        let parsed: Sample = serde_json::from_str(old).unwrap();
+        let written = serde_json::to_string(&parsed).unwrap();
+        (parsed, written)
     }
 
     #[test]
@@ -575,13 +586,7 @@ mod tests {
             s.transfer_ns = Some(ns);
         }
         let tables = suite_tables(&run);
-        let transfer = |t: &WorkloadTable| {
-            t.legend
-                .iter()
-                .filter(|l| l.starts_with("CPU-to-CPU"))
-                .cloned()
-                .collect::<Vec<_>>()
-        };
+        let transfer = |t: &WorkloadTable| legend_lines(t, "CPU-to-CPU");
         assert_eq!(
             transfer(&tables[0]),
             [
@@ -593,12 +598,9 @@ mod tests {
         // Not measured (mmap1 here, or any file from before the field):
         // no line, and nothing written for it.
         assert!(transfer(&tables[1]).is_empty(), "{:?}", tables[1].legend);
-        let old = r#"{"workload":"brk1","metric":"ops/s","unit":"ops/s","higher_is_better":true,"config":"legacy","threads":2,"rep":0,"value":1.0}"#;
-        let parsed: Sample = serde_json::from_str(old).unwrap();
+        let (parsed, written) = sample_from_before_the_fields();
         assert_eq!(parsed.transfer_ns, None);
-        assert!(!serde_json::to_string(&parsed)
-            .unwrap()
-            .contains("transfer_ns"));
+        assert!(!written.contains("transfer_ns"));
     }
 
     #[test]
