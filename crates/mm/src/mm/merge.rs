@@ -239,32 +239,36 @@ impl State {
     /// `vma` (touching, same file and flags but for access bits, contiguous
     /// offsets, and not itself shared with a parent).
     pub(crate) fn mergeable_anon_vma(&self, vma: &Vma) -> Option<Arc<AnonVma>> {
-        fn compatible(a: &Vma, b: &Vma) -> bool {
-            a.end() == b.start()
-                && same_file(a.file(), b.file())
-                && ((a.flags() ^ b.flags())
-                    - VmFlags::ACCESS
-                    - VmFlags::SOFTDIRTY
-                    - VmFlags::STICKY)
-                    .is_empty()
-                && b.pgoff() == a.pgoff() + pages(a.start(), a.end())
-        }
-        fn reusable(old: &Vma) -> Option<Arc<AnonVma>> {
-            old.anon()
-                .filter(|l| !l.inherited())
-                .map(|l| Arc::clone(&l.anon_vma))
-        }
         if let Some(next) = self.starting_at(vma.end()) {
-            if compatible(vma, &next) {
-                if let Some(a) = reusable(&next) {
+            if anon_vma_compatible(vma, &next) {
+                if let Some(a) = reusable_anon_vma(&next) {
                     return Some(a);
                 }
             }
         }
         let prev = self.ending_at(vma.start())?;
-        if compatible(&prev, vma) {
-            return reusable(&prev);
+        if anon_vma_compatible(&prev, vma) {
+            return reusable_anon_vma(&prev);
         }
         None
     }
+}
+
+/// `anon_vma_compatible`: `a` and the VMA `b` right after it could share
+/// an anon_vma (touching, same file and flags but for access bits,
+/// contiguous offsets).
+pub(crate) fn anon_vma_compatible(a: &Vma, b: &Vma) -> bool {
+    a.end() == b.start()
+        && same_file(a.file(), b.file())
+        && ((a.flags() ^ b.flags()) - VmFlags::ACCESS - VmFlags::SOFTDIRTY - VmFlags::STICKY)
+            .is_empty()
+        && b.pgoff() == a.pgoff() + pages(a.start(), a.end())
+}
+
+/// `reusable_anon_vma`: `old`'s anon_vma, unless it is shared with a
+/// parent (then a neighbour must not take it).
+pub(crate) fn reusable_anon_vma(old: &Vma) -> Option<Arc<AnonVma>> {
+    old.anon()
+        .filter(|l| !l.inherited())
+        .map(|l| Arc::clone(&l.anon_vma))
 }

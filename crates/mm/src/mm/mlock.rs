@@ -428,6 +428,52 @@ mod tests {
         mm.validate().unwrap();
     }
 
+    /// The differential test's mismatch of 2026-11-26 (seed
+    /// `0x18eb9e76959c0b11`): a program whose bss spills into a page of
+    /// its own has that page and the heap as two VMAs (`brk` never joins
+    /// the heap to what lies below `start_brk`), but they share one
+    /// anon_vma, so `mlockall` merges them. Imported from `smaps`, the
+    /// heap takes the bss page's anon_vma as the kernel's first fault
+    /// there did.
+    #[test]
+    fn imported_bss_and_heap_share_an_anon_vma_and_merge_when_locked() {
+        let text = "555555657000-555555658000 rw-p 00100000 fe:00 5311032    /bin/prog\n\
+                    Anonymous:             4 kB\n\
+                    VmFlags: rd wr mr mw me ac\n\
+                    555555658000-555555659000 rw-p 00000000 00:00 0\n\
+                    Anonymous:             4 kB\n\
+                    VmFlags: rd wr mr mw me ac\n\
+                    555555659000-55555567a000 rw-p 00000000 00:00 0    [heap]\n\
+                    Anonymous:             8 kB\n\
+                    VmFlags: rd wr mr mw me ac\n";
+        let smaps = crate::procmaps::parse_smaps(text).unwrap();
+        let (start_brk, brk) = (0x5555_5565_9000, 0x5555_5567_a000);
+        let policy = crate::Policy::shared_default();
+        let mm = Mm::from_smaps(
+            policy,
+            crate::Layout::default(),
+            &smaps,
+            start_brk,
+            brk,
+            0,
+            &[],
+        )
+        .unwrap();
+        let bss = mm.find_vma(0x5555_5565_8000).unwrap();
+        let heap = mm.find_vma(start_brk).unwrap();
+        let file = mm.find_vma(0x5555_5565_7000).unwrap();
+        assert!(crate::anon::AnonLink::same(bss.anon(), heap.anon()));
+        assert!(bss.anon().is_some());
+        // The file's private copy is another mapping: its own anon_vma.
+        assert!(!crate::anon::AnonLink::same(file.anon(), bss.anon()));
+        assert_eq!(mm.map_count(), 3);
+        mm.mlockall(MCL_CURRENT | MCL_ONFAULT).unwrap();
+        assert_eq!(mm.map_count(), 2);
+        let merged = mm.find_vma(start_brk).unwrap();
+        assert_eq!((merged.start(), merged.end()), (0x5555_5565_8000, brk));
+        mm.validate().unwrap();
+    }
+
     #[test]
     fn mcl_future_locks_mmap_and_brk_and_fork_forgets() {
         let mm = Mm::default();

@@ -179,7 +179,9 @@ impl Mm {
 
     /// An address space holding the mappings of a real process, read from
     /// its `/proc/<pid>/smaps` (so that hidden flags such as `VM_ACCOUNT`
-    /// and whether a VMA has an anon_vma are known). `start_brk` and `brk`
+    /// and whether a VMA has an anon_vma are known; a VMA with anonymous
+    /// pages shares the anon_vma of the VMA before it where the kernel's
+    /// first fault would have reused it). `start_brk` and `brk`
     /// are the process's heap bounds; `start_stack` an address in its
     /// stack. Files are looked up by name in `files`; other paths get a
     /// file of their own whose size covers the mapping.
@@ -260,12 +262,20 @@ impl Mm {
                 pgoff,
                 pgoff.wrapping_add(((m.end - m.start) >> crate::PAGE_SHIFT) - 1),
             );
-            let anon = e
-                .has_anon_pages
-                .then(|| AnonLink::prepare(None, policy.lock, pages));
-            vmas.push(Arc::new(
-                Vma::new(m.start, m.end, flags, pgoff, file, anon).named(anon_name),
-            ));
+            let vma = Vma::new(m.start, m.end, flags, pgoff, file, None).named(anon_name);
+            // The anon_vma is the previous VMA's where the kernel's first
+            // fault here would have found it (`find_mergeable_anon_vma`):
+            // the bss page after a program's data and the heap after it,
+            // say, which `brk` never joins into one VMA but which share
+            // one anon_vma, and so merge once a call changes both alike.
+            let anon = e.has_anon_pages.then(|| {
+                let shared = vmas
+                    .last()
+                    .filter(|prev| merge::anon_vma_compatible(prev, &vma))
+                    .and_then(|prev| merge::reusable_anon_vma(prev));
+                AnonLink::prepare(shared, policy.lock, pages)
+            });
+            vmas.push(Arc::new(vma.with_anon(anon)));
         }
         let (pkey_map, exec_only_pkey) = pkey::initial(&layout);
         Ok(Mm::with_state(
