@@ -2038,9 +2038,6 @@ mod tests {
         assert!(close(many.ops_per_sec, 1e9 / (2.0 * r), 0.05), "{many:?}");
     }
 
-    /// The kernel's rwsem spins as long as its owner runs; with a spin
-    /// budget shorter than the critical section (the lab's userspace
-    /// rwsem), waiters sleep instead, and pay the wake-up.
     /// Two CPUs, whose lock waiters spin at most `ns` before they sleep.
     fn budget(ns: f64) -> Config {
         Config {
@@ -2049,6 +2046,9 @@ mod tests {
         }
     }
 
+    /// The kernel's rwsem spins as long as its owner runs; with a spin
+    /// budget shorter than the critical section (the lab's userspace
+    /// rwsem), waiters sleep instead, and pay the wake-up.
     #[test]
     fn a_spin_budget_sends_waiters_to_sleep() {
         let m = machine(1, 4, 0.0, 0.0, 5000.0);

@@ -66,10 +66,15 @@ impl Mm {
         if !layout.mlock_future_ok(st.def_flags, st.locked_vm(), newbrk - oldbrk) {
             return orig;
         }
+        // `vma_prev_limit(vmi, start_brk)`: the VMA before the break if it
+        // reaches above `start_brk`. One that ends exactly there (a bss
+        // page below the heap) is not the heap and is never extended;
+        // one that starts below it, after a merge took that page into
+        // the heap (`mlockall`, `mprotect`), is the heap, and grows.
         let brkvma = st
             .index
             .find_prev(oldbrk)
-            .filter(|v| v.start() >= st.start_brk);
+            .filter(|v| v.end() > st.start_brk);
         let flags = VmFlags::BRK | st.def_flags;
         let p = Proposal {
             start: oldbrk,

@@ -471,6 +471,14 @@ mod tests {
         assert_eq!(mm.map_count(), 2);
         let merged = mm.find_vma(start_brk).unwrap();
         assert_eq!((merged.start(), merged.end()), (0x5555_5565_8000, brk));
+        // The merged heap starts below `start_brk` and is still the heap:
+        // `brk` grows it (seed `0x18eba1d4d426cd33`, case 164). The bss
+        // page alone, ending at `start_brk`, never was.
+        mm.mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT).unwrap();
+        assert_eq!(mm.brk(brk + P), brk + P);
+        assert_eq!(mm.map_count(), 2);
+        let grown = mm.find_vma(brk).unwrap();
+        assert_eq!((grown.start(), grown.end()), (0x5555_5565_8000, brk + P));
         mm.validate().unwrap();
     }
 

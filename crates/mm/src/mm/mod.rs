@@ -268,14 +268,14 @@ impl Mm {
             // the bss page after a program's data and the heap after it,
             // say, which `brk` never joins into one VMA but which share
             // one anon_vma, and so merge once a call changes both alike.
-            let anon = e.has_anon_pages.then(|| {
+            if e.has_anon_pages {
                 let shared = vmas
                     .last()
                     .filter(|prev| merge::anon_vma_compatible(prev, &vma))
                     .and_then(|prev| merge::reusable_anon_vma(prev));
-                AnonLink::prepare(shared, policy.lock, pages)
-            });
-            vmas.push(Arc::new(vma.with_anon(anon)));
+                vma.set_anon_with(|| AnonLink::prepare(shared, policy.lock, pages));
+            }
+            vmas.push(Arc::new(vma));
         }
         let (pkey_map, exec_only_pkey) = pkey::initial(&layout);
         Ok(Mm::with_state(
