@@ -412,6 +412,45 @@ impl<'g> NodeRef<'g> {
         }
     }
 
+    /// [`find_slot`](NodeRef::find_slot) in a node covering `[min, max]`,
+    /// with the bounds of the slot found: `(slot, first, last)`. The scan
+    /// has just read both pivots around the slot, so a walk that records
+    /// every level's bounds (a [`Path`](crate::path::Path)) takes them
+    /// from it instead of loading them again (atomic loads are not merged).
+    /// A reader may meet torn pivots here (hence the wrapping add); its
+    /// stamp check throws the answer away.
+    #[inline]
+    pub(crate) fn find_slot_in(self, index: u64, min: u64, max: u64) -> (usize, u64, u64) {
+        #[inline(always)]
+        fn scan(pivots: &[AtomicU64], index: u64, min: u64, max: u64) -> (usize, u64, u64) {
+            let mut first = min;
+            for (i, p) in pivots.iter().enumerate() {
+                let p = p.load(Ordering::Relaxed);
+                if p >= index {
+                    return (i, first, p);
+                }
+                first = p.wrapping_add(1);
+            }
+            (pivots.len(), first, max)
+        }
+        let stored = self.len() - 1;
+        if self.is_leaf() {
+            scan(
+                &self.leaf().pivots[..stored.min(LEAF_SLOTS - 1)],
+                index,
+                min,
+                max,
+            )
+        } else {
+            scan(
+                &self.internal().pivots[..stored.min(INTERNAL_SLOTS - 1)],
+                index,
+                min,
+                max,
+            )
+        }
+    }
+
     /// [`find_slot`](NodeRef::find_slot) for an `index` known to lie at
     /// or after slot `from` of a leaf: the scan starts there. A writer
     /// finds the right end of its range so, from the left end's slot; most
@@ -490,6 +529,28 @@ impl<'g> NodeRef<'g> {
         best
     }
 
+    /// Slots `range` of a leaf covering up to `max`, as [`Item`]s, into
+    /// `out` (as many as both hold). One length read for the run, and each
+    /// item built in place: an `Item` returned per slot goes through
+    /// memory, and reading it back as a whole stalls on the store of each
+    /// half.
+    #[inline]
+    pub(crate) fn leaf_items(self, max: u64, range: std::ops::Range<usize>, out: &mut [Item]) {
+        let leaf = self.leaf();
+        let last = self.len() - 1;
+        for (item, i) in out.iter_mut().zip(range) {
+            *item = Item {
+                end: if i < last {
+                    leaf.pivots[i].load(Ordering::Relaxed)
+                } else {
+                    max
+                },
+                ptr: leaf.slots[i].load(Ordering::Relaxed),
+                gap: 0,
+            };
+        }
+    }
+
     /// The slot `i` as an [`Item`], for a node covering up to `max`.
     pub(crate) fn item(self, i: usize, max: u64) -> Item {
         Item {
@@ -537,6 +598,107 @@ impl<'g> NodeRef<'g> {
         let m = meta.load(Ordering::Relaxed);
         debug_assert!(m & DEAD == 0, "overwriting a replaced node");
         meta.store((m & !LEN_MASK) | (len - 1) as u64, Ordering::Relaxed);
+    }
+
+    /// Adds `right` as a child after slot `s` of an internal node with
+    /// room: the child in slot `s` keeps the range up to `left_end`, and
+    /// `right` takes the rest of its old range. Records both children's
+    /// largest gaps. This is how a writer with exclusive access splits a
+    /// leaf under a parent that has room (a textbook B-tree's split),
+    /// touching only the parent's slots from `s` on.
+    ///
+    /// # Safety
+    /// The caller has exclusive access to the tree, so no reader can be
+    /// looking at this node.
+    pub(crate) unsafe fn insert_child(
+        self,
+        s: usize,
+        left_end: u64,
+        left_gap: u64,
+        right: NodePtr,
+        right_gap: u64,
+    ) {
+        let node = self.internal();
+        let len = self.len();
+        assert!(s < len && len < INTERNAL_SLOTS, "no room for a child");
+        let moved = |a: &[AtomicU64], i: usize| {
+            a[i + 1].store(a[i].load(Ordering::Relaxed), Ordering::Relaxed)
+        };
+        for i in (s + 1..len).rev() {
+            let p = node.slots[i].load(Ordering::Relaxed);
+            node.slots[i + 1].store(p, Ordering::Relaxed);
+            moved(&node.gaps, i);
+        }
+        // The stored pivots from `s` on move up with their slots; the one
+        // at `s` becomes the split point. (The last slot's pivot is not
+        // stored, before or after.)
+        for i in (s..len - 1).rev() {
+            moved(&node.pivots, i);
+        }
+        node.pivots[s].store(left_end, Ordering::Relaxed);
+        node.slots[s + 1].store(right.raw(), Ordering::Relaxed);
+        node.gaps[s].store(left_gap, Ordering::Relaxed);
+        node.gaps[s + 1].store(right_gap, Ordering::Relaxed);
+        let m = node.meta.load(Ordering::Relaxed);
+        node.meta
+            .store((m & !LEN_MASK) | len as u64, Ordering::Relaxed);
+    }
+
+    /// Removes child `r` (not the first) of an internal node whose left
+    /// neighbour, child `r - 1`, has taken over its range, and records the
+    /// left one's largest gap as `left_gap`: how a writer with exclusive
+    /// access merges two sibling leaves. The caller frees the removed
+    /// child.
+    ///
+    /// # Safety
+    /// The caller has exclusive access to the tree, so no reader can be
+    /// looking at this node.
+    pub(crate) unsafe fn remove_child(self, r: usize, left_gap: u64) {
+        let node = self.internal();
+        let len = self.len();
+        assert!(0 < r && r < len && len > 1, "no child to remove");
+        let moved = |a: &[AtomicU64], i: usize| {
+            a[i].store(a[i + 1].load(Ordering::Relaxed), Ordering::Relaxed)
+        };
+        for i in r..len - 1 {
+            let p = node.slots[i + 1].load(Ordering::Relaxed);
+            node.slots[i].store(p, Ordering::Relaxed);
+            moved(&node.gaps, i);
+        }
+        // The left child now ends where the removed one did: the pivot
+        // between them goes, and those after it move down.
+        for i in r - 1..len - 2 {
+            moved(&node.pivots, i);
+        }
+        // The layout invariant: unused pivots `u64::MAX`, slots null.
+        node.pivots[len - 2].store(u64::MAX, Ordering::Relaxed);
+        node.slots[len - 1].store(ptr::null_mut(), Ordering::Relaxed);
+        node.gaps[len - 1].store(0, Ordering::Relaxed);
+        node.gaps[r - 1].store(left_gap, Ordering::Relaxed);
+        let m = node.meta.load(Ordering::Relaxed);
+        node.meta
+            .store((m & !LEN_MASK) | (len - 2) as u64, Ordering::Relaxed);
+    }
+
+    /// Moves the boundary between children `s` and `s + 1` of an internal
+    /// node to `left_end` and records both children's largest gaps: how a
+    /// writer with exclusive access evens out two sibling leaves.
+    ///
+    /// # Safety
+    /// The caller has exclusive access to the tree, so no reader can be
+    /// looking at this node.
+    pub(crate) unsafe fn move_boundary(
+        self,
+        s: usize,
+        left_end: u64,
+        left_gap: u64,
+        right_gap: u64,
+    ) {
+        let node = self.internal();
+        assert!(s + 1 < self.len(), "no boundary after the last child");
+        node.pivots[s].store(left_end, Ordering::Relaxed);
+        node.gaps[s].store(left_gap, Ordering::Relaxed);
+        node.gaps[s + 1].store(right_gap, Ordering::Relaxed);
     }
 
     /// Replaces slots `l..=r` of a leaf with `mid` (one to three items; the

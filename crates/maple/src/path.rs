@@ -150,17 +150,19 @@ impl<'g> Path<'g> {
     #[inline]
     pub(crate) fn rewalk(&mut self, root: NodeRef<'g>, index: u64) {
         let stamp = root.stamp();
+        let (slot, mut first, mut last) = root.find_slot_in(index, 0, u64::MAX);
         let mut level = Level {
             node: root,
             min: 0,
             max: u64::MAX,
-            slot: root.find_slot(index),
+            slot,
             stamp,
         };
         // The level being entered and the depth stay in registers; the
         // path's storage is only written. (Read back through `self`, each
         // level waited on the store of the one before: the node loads are
         // atomic, and the compiler keeps memory in order around them.)
+        // Each level's bounds come from its parent's scan.
         let mut depth = 0;
         loop {
             // A taller tree is impossible in memory (see MAX_HEIGHT);
@@ -172,7 +174,18 @@ impl<'g> Path<'g> {
             if level.node.is_leaf() {
                 break;
             }
-            level = level.descend(Some(index), false);
+            let node = level.node.child(level.slot);
+            let stamp = node.stamp();
+            let (min, max) = (first, last);
+            let slot;
+            (slot, first, last) = node.find_slot_in(index, min, max);
+            level = Level {
+                node,
+                min,
+                max,
+                slot,
+                stamp,
+            };
         }
         self.depth = depth;
     }

@@ -142,6 +142,65 @@ fn random_large_domain_builds_height() {
     }
 }
 
+/// Inserts of separated entries in random order, then erases of them all
+/// in another, through each writer: these take the writes of one entry
+/// their own paths (`write.rs`, "Writes of one entry") — in a leaf, and
+/// the splits, merges and evening-out of sibling leaves — and every step
+/// is checked against the oracle. Under Miri this checks those paths'
+/// unsafe node edits and frees.
+#[test]
+fn entry_writes_split_and_merge_leaves() {
+    let n: u64 = if cfg!(miri) { 110 } else { 1500 };
+    // Under Miri the whole-tree checks dominate: every few steps there.
+    let every = if cfg!(miri) { 8 } else { 1 };
+    for shared in [false, true] {
+        let mut rng = Rng(7 + u64::from(shared));
+        let mut order: Vec<u64> = (0..n).collect();
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        let mut tree: MapleTree<u32> = MapleTree::new();
+        let mut o = Oracle::new();
+        let range = |i: u64| i * 10..=i * 10 + 6;
+        for (step, &i) in order.iter().enumerate() {
+            if shared {
+                tree.write().insert_range(range(i), i as u32).unwrap();
+            } else {
+                tree.insert_range(range(i), i as u32).unwrap();
+            }
+            oracle_store(&mut o, i * 10, i * 10 + 6, Some(i as u32));
+            if step % every == 0 {
+                tree.validate().unwrap();
+            }
+            if step % (16 * every) == 0 {
+                check_same(&tree, &o);
+            }
+        }
+        check_same(&tree, &o);
+        assert!(tree.mem_stats().height >= 3, "too small to split parents");
+        order.reverse();
+        let third = order.len() / 3;
+        order.rotate_left(third);
+        for (step, &i) in order.iter().enumerate() {
+            let erased = if shared {
+                tree.write().erase(i * 10 + 3)
+            } else {
+                tree.erase(i * 10 + 3)
+            };
+            assert_eq!(erased, Some(range(i)));
+            oracle_store(&mut o, i * 10, i * 10 + 6, None);
+            if step % every == 0 {
+                tree.validate().unwrap();
+            }
+            if step % (16 * every) == 0 {
+                check_same(&tree, &o);
+            }
+        }
+        assert!(tree.is_empty());
+        assert_eq!(tree.mem_stats().nodes, 0);
+    }
+}
+
 /// A shared writer beside lock-free readers: under Miri this checks the
 /// publication protocol for data races and use-after-free.
 #[test]

@@ -77,6 +77,39 @@
 //! vmscale_mutant="unsequenced"`, shared in-place writes skip the sequence
 //! count, and the shuttle model (`tests/shuttle_model.rs`) must fail.
 //!
+//! # Writes of one entry
+//!
+//! Most writes store one new range into the gap that holds it (an insert,
+//! an mmap into free space) or make one entry's exact range absent (an
+//! erase, an munmap of a whole VMA). Each has a path of its own, tried
+//! before the general one, which changes nothing when it declines:
+//!
+//! * **Into a gap** (`MapleTree::insert_in_leaf`): the gap's slot becomes
+//!   the new range with what is left of the gap on each side: no right
+//!   end to find, no value to release, no fill minimum to check, and the
+//!   only gap taken out is that slot's, so the leaf's record changes only
+//!   if it was that one.
+//! * **An entry made absent** (`MapleTree::erase_in_leaf`): the entry's
+//!   slot and the absent ones beside it become one absent slot, whose gap
+//!   contains all those it replaces.
+//! * **Past the leaf** (`MapleTree::replace_leaves`): an insert that
+//!   overflows its leaf, or an erase that leaves it below its minimum or
+//!   joins a gap in the next leaf, rebuilds the leaf and (for an erase) a
+//!   sibling under the same parent into one or two leaves, split as the
+//!   general path splits. An exclusive writer does it in place as a
+//!   textbook B-tree does: the old leaves are rewritten, only the leaf
+//!   that appears or goes is allocated or freed, and the parent is edited
+//!   where it is (`NodeRef::insert_child`, `remove_child`,
+//!   `move_boundary`). A shared writer builds new leaves and a copy of the
+//!   parent and publishes the copy with one release store, as the general
+//!   path would; the mutation check `siblings_in_place` (the shared
+//!   writer rebuilding in place) must fail the shuttle model.
+//!
+//! The general path makes the same writes, generally: it copies the
+//! leaves' content into buffers, climbs both paths and keeps lists of
+//! what it replaced (docs/RESULTS.md, "Issue 11: writes of one entry",
+//! gives what that cost).
+//!
 //! # The kept path
 //!
 //! A write that changed one leaf in place leaves its walk behind
@@ -390,6 +423,77 @@ fn largest_gap_after(recorded: u64, added: u64, removed: u64, scan: impl FnOnce(
     }
 }
 
+/// Replaces slots `l..=r` of `leaf` with `mid`, as `access` allows: in
+/// place with plain stores for an exclusive writer; for a shared one, a
+/// single pointer store when exactly one slot's pointer changes (fast path
+/// 1), else under the leaf's sequence count (fast paths 2 and 3 and every
+/// other leaf-local change).
+#[inline(always)]
+fn splice_leaf(access: Access<'_>, leaf: NodeRef<'_>, l: usize, r: usize, mid: &[Item]) {
+    match access {
+        // SAFETY: `Access::Exclusive` is only used where no reader can
+        // exist (`&mut self`, or `write_unshared`'s contract).
+        Access::Exclusive => unsafe { leaf.splice_leaf(l, r, mid) },
+        Access::Shared(_) if l == r && mid.len() == 1 => leaf.store_slot(l, mid[0].ptr),
+        #[cfg(not(vmscale_mutant = "unsequenced"))]
+        Access::Shared(_) => leaf.splice_leaf_shared(l, r, mid),
+        // The mutation the shuttle model must catch: the same stores with
+        // no sequence step, so readers cannot tell a torn leaf from a
+        // whole one.
+        #[cfg(vmscale_mutant = "unsequenced")]
+        // SAFETY: none: deliberately broken, never built but by the
+        // mutation check (see `tests/shuttle_model.rs`).
+        Access::Shared(_) => unsafe { leaf.splice_leaf(l, r, mid) },
+    }
+}
+
+/// Releases the tree's reference `q` that a write unlinked: at once for
+/// an exclusive writer, after a grace period for a shared one (a value
+/// with nothing to release, inline or `'static`, defers nothing).
+///
+/// # Safety
+/// `q` is a non-null reference of a tree with strategy `O` that the
+/// write has made unreachable from the tree; for a shared writer, `T` is
+/// `Send + Sync + 'static` (required by `MapleTree::write`).
+unsafe fn release_unlinked<T, O: Ownership<T>>(access: Access<'_>, q: *mut u8) {
+    match access {
+        // SAFETY: per the contract; no reader exists.
+        Access::Exclusive => unsafe { value::release::<T, O>(q) },
+        Access::Shared(guard) if O::RELEASES => {
+            // SAFETY: per the contract; released after the grace period
+            // that `guard`, pinned by this write, holds back.
+            unsafe { defer(guard, move || value::release_deferred::<T, O>(q)) }
+        }
+        Access::Shared(_) => {}
+    }
+}
+
+/// Records `gap` as the largest gap of the node at depth `d` in its
+/// parent, and so on upwards while the recorded maximum changes.
+fn fix_gaps(path: &Path<'_>, d: usize, mut gap: u64) {
+    for e in (0..d).rev() {
+        let level = *path.level(e);
+        let old = level.node.gap(level.slot);
+        if old == gap {
+            break; // unchanged here, so unchanged above
+        }
+        level.node.set_gap(level.slot, gap);
+        if e == 0 {
+            break; // the root: nothing records its gap
+        }
+        // The node's largest gap before this change is what its
+        // parent records for it (levels above the write are as the
+        // last write left them), so it need not be scanned for.
+        let parent = *path.level(e - 1);
+        let before = parent.node.gap(parent.slot);
+        let after = largest_gap_after(before, gap, old, || level.node.max_child_gap());
+        if before == after {
+            break;
+        }
+        gap = after;
+    }
+}
+
 /// Largest gap of a node about to be built from `items` over `[min, ..]`.
 fn items_gap(leaf: bool, items: &[Item], min: u64) -> u64 {
     if !leaf {
@@ -469,17 +573,410 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
         if leaf.node.slot(leaf.slot).is_null() {
             return None;
         }
+        // The own paths of an entry's erase (see "Writes of one entry"),
+        // before the general path's setup.
+        if let Some(kept) = self.erase_in_leaf(work.pl, access) {
+            *work.keep = kept;
+            return Some(first..=last);
+        }
+        if self.erase_with_sibling(work.pl, access).is_some() {
+            return Some(first..=last);
+        }
         // Cannot fail: an erase of a valid range is never refused.
         self.write_range(work, first, last, ptr::null_mut(), access, false, true)
             .ok()?;
         Some(first..=last)
     }
 
+    /// The erase of the entry in `pl`'s leaf slot, made in that leaf when
+    /// the absent ranges it joins lie there too and the leaf keeps its
+    /// fill minimum; returns whether `pl` stays a path of the tree (see
+    /// `Scratch::kept`), or `None`, having changed nothing, for the general
+    /// path (which steps to a neighbouring leaf, or rebalances).
+    ///
+    /// See "Writes of one entry" in the module documentation.
+    #[inline]
+    fn erase_in_leaf(&self, pl: &Path<'_>, access: Access<'_>) -> Option<bool> {
+        let l = *pl.leaf();
+        let (s, len, depth) = (l.slot, l.node.len(), pl.depth());
+        // The slots the new absent range covers: the entry's, and the
+        // absent one on each side if there is one. At the leaf's edge
+        // with a neighbouring leaf beyond, that leaf's slot may be absent
+        // too: the general path looks.
+        let first = if s > 0 {
+            s - usize::from(l.node.slot(s - 1).is_null())
+        } else if l.min == 0 {
+            s
+        } else {
+            return None;
+        };
+        let last = if s + 1 < len {
+            s + usize::from(l.node.slot(s + 1).is_null())
+        } else if l.max == u64::MAX {
+            s
+        } else {
+            return None;
+        };
+        let new_len = len - (last - first);
+        let fits = if depth == 1 {
+            // The root leaf emptied: the general path drops the root.
+            new_len > 1
+        } else {
+            new_len >= LEAF_MIN || l.max == u64::MAX
+        };
+        if !fits {
+            return None;
+        }
+        let lo = Level { slot: first, ..l }.slot_start();
+        let hi = Level { slot: last, ..l }.slot_end();
+        let q = l.node.slot(s);
+        let absent = Item {
+            end: hi,
+            ptr: ptr::null_mut(),
+            gap: 0,
+        };
+        splice_leaf(access, l.node, first, last, &[absent]);
+        if depth > 1 {
+            // The new gap contains every gap it replaces, so the leaf's
+            // largest is the larger of it and the recorded one.
+            let parent = *pl.level(depth - 2);
+            let gap = gap_size(lo, hi);
+            if gap > parent.node.gap(parent.slot) {
+                fix_gaps(pl, depth - 1, gap);
+            }
+        }
+        self.entries.store(self.len() - 1, Ordering::Relaxed);
+        // SAFETY: `q` was the tree's reference in the slot just made
+        // absent; no reader can reach it through the tree any more (an
+        // exclusive writer has none; a shared one defers the release past
+        // the grace period its guard holds back).
+        unsafe { release_unlinked::<T, O>(access, q) };
+        Some(true)
+    }
+
+    /// The erase of the entry in `pl`'s leaf slot when
+    /// [`erase_in_leaf`](Self::erase_in_leaf) could not make it in the
+    /// leaf alone: the leaf and a sibling under the same parent are
+    /// rebuilt together ([`replace_leaves`](Self::replace_leaves)), into
+    /// one leaf if their content fits, else evened out over two. The
+    /// sibling is the leaf whose edge slot the new absent range may join,
+    /// else the left one (as the general path's `Rebuild::absorb`
+    /// prefers). `None`, having changed nothing, for any other shape (no
+    /// such sibling, an absent range reaching past the pair, a parent that
+    /// would fall below its minimum), which the general path then
+    /// rebuilds.
+    fn erase_with_sibling(&self, pl: &Path<'_>, access: Access<'_>) -> Option<()> {
+        let depth = pl.depth();
+        if depth < 2 {
+            return None;
+        }
+        let l = *pl.leaf();
+        let parent = *pl.level(depth - 2);
+        let (s, len, plen) = (l.slot, l.node.len(), parent.node.len());
+        let with_left = if s == 0 && l.min > 0 {
+            true
+        } else if s + 1 == len && l.max < u64::MAX {
+            false
+        } else {
+            parent.slot > 0
+        };
+        if (with_left && parent.slot == 0) || (!with_left && parent.slot + 1 == plen) {
+            return None;
+        }
+        let ls = parent.slot - usize::from(with_left);
+        let (a, b) = (
+            Level { slot: ls, ..parent },
+            Level {
+                slot: ls + 1,
+                ..parent
+            },
+        );
+        let (left, right) = (a.node.child(ls), b.node.child(ls + 1));
+        let (min, mid, max) = (a.slot_start(), a.slot_end(), b.slot_end());
+        let mut items = [Item {
+            end: 0,
+            ptr: ptr::null_mut(),
+            gap: 0,
+        }; 2 * LEAF_SLOTS];
+        let llen = left.len();
+        let count = llen + right.len();
+        left.leaf_items(mid, 0..llen, &mut items);
+        right.leaf_items(max, 0..count - llen, &mut items[llen..]);
+        let idx = s + if with_left { llen } else { 0 };
+        // An absent range beyond the pair may border the entry: the
+        // general path looks there.
+        if (idx == 0 && min > 0) || (idx + 1 == count && max < u64::MAX) {
+            return None;
+        }
+        let q = items[idx].ptr;
+        let first = idx - usize::from(idx > 0 && items[idx - 1].ptr.is_null());
+        let last = idx + usize::from(idx + 1 < count && items[idx + 1].ptr.is_null());
+        items[first] = Item {
+            end: items[last].end,
+            ptr: ptr::null_mut(),
+            gap: 0,
+        };
+        items.copy_within(last + 1..count, first + 1);
+        let count = count - (last - first);
+        self.replace_leaves(pl, ls, 2, &items[..count], (min, max), access)?;
+        self.entries.store(self.len() - 1, Ordering::Relaxed);
+        // SAFETY: `q` was the tree's reference in the erased slot, now
+        // unreachable from the tree.
+        unsafe { release_unlinked::<T, O>(access, q) };
+        Some(())
+    }
+
+    /// Puts `items`, the new content of the `old` leaves (one or two) in
+    /// slots `ls..` of the parent of `pl`'s leaf, covering `[min, max]`,
+    /// in place of them as one leaf or two (`split_sizes`, as the general
+    /// path splits): a leaf split, merge or evening-out under one parent,
+    /// the common structural changes of inserts and erases. An exclusive
+    /// writer rewrites the old leaves in place, allocates or frees the one
+    /// leaf that appears or goes, and edits the parent in place
+    /// (`NodeRef::insert_child`, `remove_child`, `move_boundary`), as a
+    /// textbook B-tree does. A shared writer builds new leaves and a copy
+    /// of the parent, publishes the copy with one release store in the
+    /// grandparent (or the root), and retires what it replaced, as the
+    /// general path does for such a write. `None`, having changed
+    /// nothing, when the parent would overflow or fall below its minimum,
+    /// or a single leaf would fall below its own.
+    fn replace_leaves(
+        &self,
+        pl: &Path<'_>,
+        ls: usize,
+        old: usize,
+        items: &[Item],
+        (min, max): (u64, u64),
+        access: Access<'_>,
+    ) -> Option<()> {
+        let depth = pl.depth();
+        let parent = *pl.level(depth - 2);
+        let plen = parent.node.len();
+        let rightmost = max == u64::MAX;
+        let (sizes, k) = split_sizes(items.len(), LEAF_SLOTS, rightmost);
+        debug_assert!(k <= 2 && old <= 2, "at most two leaves' content");
+        let new_plen = plen - old + k;
+        let parent_fits = new_plen <= INTERNAL_SLOTS
+            && (new_plen >= plen
+                || (new_plen >= 2
+                    && (depth == 2 || new_plen >= INTERNAL_MIN || parent.max == u64::MAX)));
+        // (One leaf for one is an in-leaf write, not this one's.)
+        if !parent_fits || (k == 1 && (old == 1 || (items.len() < LEAF_MIN && !rightmost))) {
+            return None;
+        }
+        let olds = [parent.node.child(ls), parent.node.child(ls + old - 1)];
+        let mut up = [Item {
+            end: 0,
+            ptr: ptr::null_mut(),
+            gap: 0,
+        }; 2];
+        let (mut start, mut first) = (0, min);
+        for (j, &size) in sizes[..k].iter().enumerate() {
+            let piece = &items[start..start + size];
+            let end = piece[size - 1].end;
+            up[j] = Item {
+                end,
+                ptr: ptr::null_mut(),
+                gap: items_gap(true, piece, first),
+            };
+            first = end.wrapping_add(1);
+            start += size;
+        }
+        let (a, b) = items.split_at(sizes[0]);
+        // The mutation the shuttle model must catch: a shared writer that
+        // rebuilds the leaves and the parent in place, as only an
+        // exclusive one may (see `tests/shuttle_model.rs`).
+        #[cfg(vmscale_mutant = "siblings_in_place")]
+        let access = Access::Exclusive;
+        let gap = match access {
+            Access::Exclusive => {
+                // `Access::Exclusive` is only used where no reader can
+                // exist (`&mut self`, or `write_unshared`'s contract), and
+                // `items` was copied out of the old leaves before they are
+                // rewritten.
+                match (old, k) {
+                    (1, 2) => {
+                        let new = NodePtr::new(true, b);
+                        // SAFETY: exclusive (above); the parent has room
+                        // (`parent_fits`).
+                        unsafe {
+                            olds[0].overwrite(a);
+                            parent
+                                .node
+                                .insert_child(ls, up[0].end, up[0].gap, new, up[1].gap);
+                        }
+                    }
+                    // SAFETY: exclusive (above); the right leaf is unlinked
+                    // (`remove_child`) before it is freed, after its last
+                    // use (its items were copied).
+                    (2, 1) => unsafe {
+                        olds[0].overwrite(a);
+                        parent.node.remove_child(ls + 1, up[0].gap);
+                        olds[1].ptr().free();
+                    },
+                    // SAFETY: exclusive (above); both leaves stay linked
+                    // (and there are two: `(1, 1)` returned above).
+                    _ => unsafe {
+                        olds[0].overwrite(a);
+                        olds[1].overwrite(b);
+                        parent
+                            .node
+                            .move_boundary(ls, up[0].end, up[0].gap, up[1].gap);
+                    },
+                }
+                (depth > 2).then(|| parent.node.max_child_gap())
+            }
+            Access::Shared(guard) => {
+                up[0].ptr = NodePtr::new(true, a).raw();
+                if k == 2 {
+                    up[1].ptr = NodePtr::new(true, b).raw();
+                }
+                let mut content = [up[0]; INTERNAL_SLOTS + 1];
+                let mut n = 0;
+                for i in 0..ls {
+                    content[n] = parent.node.item(i, parent.max);
+                    n += 1;
+                }
+                for it in &up[..k] {
+                    content[n] = *it;
+                    n += 1;
+                }
+                for i in ls + old..plen {
+                    content[n] = parent.node.item(i, parent.max);
+                    n += 1;
+                }
+                let content = &content[..n];
+                let copy = NodePtr::new(false, content);
+                if depth == 2 {
+                    self.root.store(copy.raw(), Ordering::Release);
+                } else {
+                    let g = *pl.level(depth - 3);
+                    g.node.publish_child(g.slot, copy);
+                }
+                // Marked after publishing, before the grace period
+                // starts: a reader that reaches a replaced node from now
+                // on restarts.
+                // (With one old leaf, `olds` holds it twice.)
+                let replaced = [olds[0].ptr(), olds[1].ptr(), parent.node.ptr()];
+                let replaced = &replaced[2 - old..];
+                for &n in replaced {
+                    // SAFETY: a node this write unlinked: not yet freed,
+                    // and freed only after the grace period that `guard`,
+                    // pinned by this write, holds back.
+                    unsafe { n.get() }.mark_dead();
+                    // SAFETY: unlinked and marked dead: freed after a
+                    // grace period, when no reader holds it.
+                    unsafe { defer(guard, move || n.free()) };
+                }
+                (depth > 2).then(|| content.iter().map(|it| it.gap).max().unwrap_or(0))
+            }
+        };
+        let nodes = self.nodes.load(Ordering::Relaxed) + k - old;
+        self.nodes.store(nodes, Ordering::Relaxed);
+        if let Some(gap) = gap {
+            fix_gaps(pl, depth - 2, gap);
+        }
+        Some(())
+    }
+
+    /// A store of `[first, last] = p` (present) into the absent range that
+    /// `pl`'s leaf slot holds (the caller checked that it covers the whole
+    /// range), made in that leaf if it has room, else by splitting the
+    /// leaf in two under its parent (`split_leaf_for`).
+    /// Returns whether `pl` stays a path of the tree for the next write
+    /// (see `Scratch::kept`), or `None`, having changed nothing, for the
+    /// general path.
+    ///
+    /// See "Writes of one entry" in the module documentation.
+    #[inline]
+    fn insert_in_leaf(
+        &self,
+        pl: &Path<'_>,
+        first: u64,
+        last: u64,
+        p: *mut u8,
+        access: Access<'_>,
+    ) -> Option<bool> {
+        let l = *pl.leaf();
+        let (start, end) = (l.slot_start(), l.slot_end());
+        let (left, right) = (start < first, end > last);
+        let added = usize::from(left) + usize::from(right);
+        let absent = |end| Item {
+            end,
+            ptr: ptr::null_mut(),
+            gap: 0,
+        };
+        let new = Item {
+            end: last,
+            ptr: p,
+            gap: 0,
+        };
+        let items = if left {
+            [absent(first - 1), new, absent(end)]
+        } else {
+            [new, absent(end), absent(end)]
+        };
+        let mid = &items[..1 + added];
+        let len = l.node.len();
+        let depth = pl.depth();
+        if len + added > LEAF_SLOTS {
+            self.split_leaf_for(pl, mid, access)?;
+            self.entries.store(self.len() + 1, Ordering::Relaxed);
+            return Some(false);
+        }
+        splice_leaf(access, l.node, l.slot, l.slot, mid);
+        if depth > 1 {
+            // The covered gap is the only one taken out: unless it was the
+            // leaf's largest, the leaf's record stands (what the insert
+            // leaves of it is smaller still).
+            let parent = *pl.level(depth - 2);
+            let recorded = parent.node.gap(parent.slot);
+            let removed = gap_size(start, end);
+            if removed >= recorded {
+                let kept_left = if left { gap_size(start, first - 1) } else { 0 };
+                let kept_right = if right { gap_size(last + 1, end) } else { 0 };
+                let gap = largest_gap_after(recorded, kept_left.max(kept_right), removed, || {
+                    l.node.leaf_gap(l.min, l.max)
+                });
+                fix_gaps(pl, depth - 1, gap);
+            }
+        }
+        self.entries.store(self.len() + 1, Ordering::Relaxed);
+        // Only `pl`'s leaf changed, in its slots and pivots.
+        Some(true)
+    }
+
+    /// Replaces `pl`'s leaf slot by `mid` when the leaf has no room for
+    /// them: the leaf is split in two under its parent
+    /// ([`replace_leaves`](Self::replace_leaves)). `None`, having changed
+    /// nothing, for a root leaf or a full parent, which the general path
+    /// then rebuilds.
+    fn split_leaf_for(&self, pl: &Path<'_>, mid: &[Item], access: Access<'_>) -> Option<()> {
+        if pl.depth() < 2 {
+            return None;
+        }
+        let l = *pl.leaf();
+        let len = l.node.len();
+        let mut items = [Item {
+            end: 0,
+            ptr: ptr::null_mut(),
+            gap: 0,
+        }; LEAF_SLOTS + 2];
+        let count = len - 1 + mid.len();
+        l.node.leaf_items(l.max, 0..l.slot, &mut items);
+        items[l.slot..l.slot + mid.len()].copy_from_slice(mid);
+        l.node
+            .leaf_items(l.max, l.slot + 1..len, &mut items[l.slot + mid.len()..]);
+        let ls = pl.level(pl.depth() - 2).slot;
+        self.replace_leaves(pl, ls, 1, &items[..count], (l.min, l.max), access)
+    }
+
     /// Writes `[first, last] = p` (null: absent). The caller is the tree's
     /// one writer, has checked `first <= last` and, for
     /// `Access::Exclusive`, holds `&mut self` (or an unshared guard);
     /// `walked`: the left path already leads to `first` in the current
-    /// tree (else it is walked here).
+    /// tree (else it is walked here), and the caller has tried the own
+    /// paths of an entry's erase (`erase_entry`).
     #[allow(clippy::too_many_arguments)]
     fn write_range<'w>(
         &'w self,
@@ -534,10 +1031,33 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
         if !walked {
             pl.seek(root, first, kept);
         }
-        if insert {
-            let l = pl.leaf();
-            if !l.node.slot(l.slot).is_null() || l.slot_end() < last {
-                return Err(Error::Exists);
+        // The writes of one entry — a new range stored into the gap that
+        // holds it, an entry's exact range made absent — are most writes,
+        // and have paths of their own; what they cannot make falls
+        // through to the general path, unchanged.
+        let l = *pl.leaf();
+        let q = l.node.slot(l.slot);
+        if q.is_null() && l.slot_end() >= last {
+            if !p.is_null() {
+                if let Some(kept) = self.insert_in_leaf(pl, first, last, p, access) {
+                    *keep = kept;
+                    return Ok(());
+                }
+            }
+        } else if insert {
+            return Err(Error::Exists);
+        } else if !walked
+            && p.is_null()
+            && !q.is_null()
+            && l.slot_start() == first
+            && l.slot_end() == last
+        {
+            if let Some(kept) = self.erase_in_leaf(pl, access) {
+                *keep = kept;
+                return Ok(());
+            }
+            if self.erase_with_sibling(pl, access).is_some() {
+                return Ok(());
             }
         }
         // Both ends in one leaf (the common case): share the walk. A store
@@ -825,24 +1345,7 @@ impl<'w> Rebuild<'_, '_, 'w> {
                 .unwrap_or(0);
             (removed, items_gap(true, mid, l.slot_start()))
         });
-        match self.access {
-            // SAFETY: `Access::Exclusive` is only used where no reader can
-            // exist (`&mut self`, or `write_unshared`'s contract).
-            Access::Exclusive => unsafe { l.node.splice_leaf(l.slot, r.slot, mid) },
-            // Fast path 1: exactly one slot's pointer, no range moves.
-            Access::Shared(_) if l.slot == r.slot && m.len == 1 => l.node.store_slot(l.slot, p),
-            // Fast paths 2 and 3 and every other leaf-local change: under
-            // the sequence count.
-            #[cfg(not(vmscale_mutant = "unsequenced"))]
-            Access::Shared(_) => l.node.splice_leaf_shared(l.slot, r.slot, mid),
-            // The mutation the shuttle model must catch: the same stores
-            // with no sequence step, so readers cannot tell a torn leaf
-            // from a whole one.
-            #[cfg(vmscale_mutant = "unsequenced")]
-            // SAFETY: none: deliberately broken, never built but by the
-            // mutation check (see `tests/shuttle_model.rs`).
-            Access::Shared(_) => unsafe { l.node.splice_leaf(l.slot, r.slot, mid) },
-        }
+        splice_leaf(self.access, l.node, l.slot, r.slot, mid);
         // A write that neither covered nor left an absent range (a value
         // replaced over the same bounds, a range moved between two present
         // neighbours) left every gap as it was: the parent's record (a
@@ -853,35 +1356,9 @@ impl<'w> Rebuild<'_, '_, 'w> {
             let parent = *self.pl.level(depth - 2);
             let recorded = parent.node.gap(parent.slot);
             let gap = largest_gap_after(recorded, added, removed, || l.node.leaf_gap(l.min, l.max));
-            self.fix_gaps(depth - 1, gap);
+            fix_gaps(self.pl, depth - 1, gap);
         }
         Some(counts)
-    }
-
-    /// Records `gap` as the largest gap of the node at depth `d` in its
-    /// parent, and so on upwards while the recorded maximum changes.
-    fn fix_gaps(&mut self, d: usize, mut gap: u64) {
-        for e in (0..d).rev() {
-            let level = *self.pl.level(e);
-            let old = level.node.gap(level.slot);
-            if old == gap {
-                break; // unchanged here, so unchanged above
-            }
-            level.node.set_gap(level.slot, gap);
-            if e == 0 {
-                break; // the root: nothing records its gap
-            }
-            // The node's largest gap before this change is what its
-            // parent records for it (levels above the write are as the
-            // last write left them), so it need not be scanned for.
-            let parent = *self.pl.level(e - 1);
-            let before = parent.node.gap(parent.slot);
-            let after = largest_gap_after(before, gap, old, || level.node.max_child_gap());
-            if before == after {
-                break;
-            }
-            gap = after;
-        }
     }
 
     fn new_node(&mut self, leaf: bool, items: &[Item]) -> NodePtr {
@@ -1078,7 +1555,7 @@ impl<'w> Rebuild<'_, '_, 'w> {
             parent.node.publish_child(parent.slot, node);
         }
         // Fix the recorded gaps upwards while they change.
-        self.fix_gaps(d, items_gap(leaf, items, old.min));
+        fix_gaps(self.pl, d, items_gap(leaf, items, old.min));
     }
 
     /// Frees (exclusive) or retires (shared) what the write unlinked, and

@@ -30,10 +30,17 @@
 //! index in one of the states the writer passed through, and never one
 //! older than what they saw before.
 //!
-//! The mutation check: with `--cfg vmscale_mutant="unsequenced"` the
-//! shared in-place writes skip the leaf's sequence count, and the
-//! `in_place_*` tests must fail (`.ci/run` runs them so and expects the
-//! failure).
+//! The first model's writer also splits a leaf by inserting and merges
+//! and evens out leaves by erasing (`write.rs`, `replace_leaves`: two
+//! leaves and their parent copied, one publication); readers check that
+//! entries beside those changes are always there, whole.
+//!
+//! The mutation checks (`.ci/run` runs each and expects the failure):
+//! with `--cfg vmscale_mutant="unsequenced"` the shared in-place writes
+//! skip the leaf's sequence count, and the `in_place_*` tests must fail;
+//! with `--cfg vmscale_mutant="siblings_in_place"` a shared writer
+//! rebuilds sibling leaves and their parent in place, as only an
+//! exclusive one may, and the `publish_dead_*` tests must fail.
 #![cfg(vmscale_shuttle)]
 
 use maple::{Entry, MapleTree};
@@ -66,6 +73,19 @@ fn writer(tree: &MapleTree<u64>, finished: &AtomicU64) {
     // Step 4: fill many slots of one leaf to force a split.
     for k in 0..6 {
         w.store_range(200 + k * 2..=200 + k * 2, 3000 + k).unwrap();
+    }
+    // Step 5: inserts into the holes between entries 0..4 until their
+    // leaf splits under its parent (the insert path's own split, which a
+    // shared writer makes by copying the two leaves and the parent).
+    for k in 0..4 {
+        w.insert_range(10 * k + 6..=10 * k + 7, 5000 + k).unwrap();
+    }
+    // Step 6: erases that leave a leaf below its minimum, so it merges
+    // with or evens out against its sibling (the erase path's own).
+    // (Entry 0 stays: readers start from it.)
+    for k in 1..3 {
+        assert_eq!(w.erase(10 * k), Some(10 * k..=10 * k + 4));
+        assert_eq!(w.erase(10 * k + 6), Some(10 * k + 6..=10 * k + 7));
     }
 }
 
@@ -126,6 +146,13 @@ fn model() {
                         Some(10) | Some(2000) => {}
                         other => panic!("reader saw {other:?} at 100"),
                     }
+                    // Entries no step touches, in the leaves that steps 5
+                    // and 6 split and merge: always there, whole.
+                    for (index, value) in [(42, 4), (182, 18)] {
+                        let e = tree.load_entry(index, &guard).map(parts);
+                        let want = (index - 2, index + 2, &value);
+                        assert_eq!(e, Some(want), "reader lost a stable entry");
+                    }
                     let mut prev_last: Option<u64> = None;
                     for (first, last, _) in tree.iter(&guard).map(parts) {
                         assert!(first <= last);
@@ -148,6 +175,12 @@ fn model() {
     assert_eq!(tree.load(32, &guard), None);
     assert_eq!(tree.load(100, &guard), Some(&2000));
     assert_eq!(tree.load(204, &guard), Some(&3002));
+    for k in 1..3 {
+        assert_eq!(tree.load(10 * k, &guard), None);
+        assert_eq!(tree.load(10 * k + 6, &guard), None);
+    }
+    assert_eq!(tree.load(6, &guard), Some(&5000));
+    assert_eq!(tree.load(36, &guard), Some(&5003));
 }
 
 #[test]
