@@ -418,7 +418,9 @@ impl<'g> NodeRef<'g> {
     /// every level's bounds (a [`Path`](crate::path::Path)) takes them
     /// from it instead of loading them again (atomic loads are not merged).
     /// A reader may meet torn pivots here (hence the wrapping add); its
-    /// stamp check throws the answer away.
+    /// stamp check throws the answer away. (`find_slot`, the lookups'
+    /// scan, stays separate: written as this one with the bounds dropped,
+    /// `load` measured no faster and possibly slower at 1e5.)
     #[inline]
     pub(crate) fn find_slot_in(self, index: u64, min: u64, max: u64) -> (usize, u64, u64) {
         #[inline(always)]

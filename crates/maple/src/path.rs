@@ -49,18 +49,15 @@ impl<'g> Level<'g> {
         self.node.still(self.stamp)
     }
 
-    /// The level below: the child in the current slot, entered at `slot`
-    /// (`None`: the slot holding `index`).
+    /// The level below: the child in the current slot, entered at its
+    /// last slot (`last`) or its first. (A walk to an index descends in
+    /// [`Path::rewalk`], which takes the bounds from its scan.)
     #[inline]
-    fn descend(&self, index: Option<u64>, last: bool) -> Level<'g> {
+    fn descend(&self, last: bool) -> Level<'g> {
         let node = self.node.child(self.slot);
         let (min, max) = (self.slot_start(), self.slot_end());
         let stamp = node.stamp();
-        let slot = match index {
-            Some(i) => node.find_slot(i),
-            None if last => node.len() - 1,
-            None => 0,
-        };
+        let slot = if last { node.len() - 1 } else { 0 };
         Level {
             node,
             min,
@@ -258,7 +255,7 @@ impl<'g> Path<'g> {
         }
         self.depth = d + 1;
         while self.depth < leaf_depth {
-            let next = self.leaf().descend(None, !forward);
+            let next = self.leaf().descend(!forward);
             self.push(next);
         }
         true
@@ -290,7 +287,7 @@ impl<'g> Path<'g> {
             self.level_mut(e - 1).slot -= 1;
         }
         for f in e..=d {
-            let next = self.level(f - 1).descend(None, !forward);
+            let next = self.level(f - 1).descend(!forward);
             *self.level_mut(f) = next;
         }
         true

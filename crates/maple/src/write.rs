@@ -831,21 +831,11 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
                 if k == 2 {
                     up[1].ptr = NodePtr::new(true, b).raw();
                 }
-                let mut content = [up[0]; INTERNAL_SLOTS + 1];
-                let mut n = 0;
-                for i in 0..ls {
-                    content[n] = parent.node.item(i, parent.max);
-                    n += 1;
-                }
-                for it in &up[..k] {
-                    content[n] = *it;
-                    n += 1;
-                }
-                for i in ls + old..plen {
-                    content[n] = parent.node.item(i, parent.max);
-                    n += 1;
-                }
-                let content = &content[..n];
+                let mut content = Buf::new();
+                content.extend_from(&parent, 0..ls);
+                up[..k].iter().for_each(|&it| content.push(it));
+                content.extend_from(&parent, ls + old..plen);
+                let content = content.as_slice();
                 let copy = NodePtr::new(false, content);
                 if depth == 2 {
                     self.root.store(copy.raw(), Ordering::Release);
