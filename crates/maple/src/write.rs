@@ -80,15 +80,20 @@
 //! # Writes of one entry
 //!
 //! Most writes store one new range into the gap that holds it (an insert,
-//! an mmap into free space) or make one entry's exact range absent (an
-//! erase, an munmap of a whole VMA). Each has a path of its own, tried
-//! before the general one, which changes nothing when it declines:
+//! an mmap into free space), store over one entry's exact range, or make
+//! one entry's exact range absent (an erase, an munmap of a whole VMA).
+//! Each has a path of its own, tried before the general one, which
+//! changes nothing when it declines:
 //!
 //! * **Into a gap** (`MapleTree::insert_in_leaf`): the gap's slot becomes
 //!   the new range with what is left of the gap on each side: no right
 //!   end to find, no value to release, no fill minimum to check, and the
 //!   only gap taken out is that slot's, so the leaf's record changes only
 //!   if it was that one.
+//! * **An entry's value replaced** (`MapleTree::replace_in_leaf`): a
+//!   store over exactly one entry's range (a VMA replaced by one with the
+//!   same bounds, a new mapping stored over the entries an unmap left for
+//!   it) changes the slot's pointer alone, fast path 1 above.
 //! * **An entry made absent** (`MapleTree::erase_in_leaf`): the entry's
 //!   slot and the absent ones beside it become one absent slot, whose gap
 //!   contains all those it replaces.
@@ -936,6 +941,28 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
         Some(true)
     }
 
+    /// A store of `p` (present) over exactly the range of the entry in
+    /// `pl`'s leaf slot: only the slot's pointer changes (fast path 1),
+    /// so no pivot, length or gap moves, and `pl` stays a path of the tree.
+    ///
+    /// See "Writes of one entry" in the module documentation.
+    #[inline]
+    fn replace_in_leaf(&self, pl: &Path<'_>, p: *mut u8, access: Access<'_>) {
+        let l = *pl.leaf();
+        let q = l.node.slot(l.slot);
+        let new = Item {
+            end: l.slot_end(),
+            ptr: p,
+            gap: 0,
+        };
+        splice_leaf(access, l.node, l.slot, l.slot, &[new]);
+        // SAFETY: `q` was the tree's reference in the slot just stored
+        // over; no reader can reach it through the tree any more (an
+        // exclusive writer has none; a shared one defers the release past
+        // the grace period its guard holds back).
+        unsafe { release_unlinked::<T, O>(access, q) };
+    }
+
     /// Replaces `pl`'s leaf slot by `mid` when the leaf has no room for
     /// them: the leaf is split in two under its parent
     /// ([`replace_leaves`](Self::replace_leaves)). `None`, having changed
@@ -1022,9 +1049,10 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
             pl.seek(root, first, kept);
         }
         // The writes of one entry — a new range stored into the gap that
-        // holds it, an entry's exact range made absent — are most writes,
-        // and have paths of their own; what they cannot make falls
-        // through to the general path, unchanged.
+        // holds it or over one entry's exact range, an entry's exact range
+        // made absent — are most writes, and have paths of their own;
+        // what they cannot make falls through to the general path,
+        // unchanged.
         let l = *pl.leaf();
         let q = l.node.slot(l.slot);
         if q.is_null() && l.slot_end() >= last {
@@ -1036,6 +1064,10 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
             }
         } else if insert {
             return Err(Error::Exists);
+        } else if !p.is_null() && l.slot_start() == first && l.slot_end() == last {
+            self.replace_in_leaf(pl, p, access);
+            *keep = true;
+            return Ok(());
         } else if !walked
             && p.is_null()
             && !q.is_null()

@@ -63,7 +63,7 @@ const N: u64 = 24;
 /// are marked dead).
 fn writer(tree: &MapleTree<u64>, finished: &AtomicU64) {
     let mut w = tree.write();
-    // Step 1: overwrite entry 3 in place-sized copy (leaf replaced by one leaf).
+    // Step 1: overwrite entry 3 over its exact range (a slot store).
     w.store_range(30..=34, 1003).unwrap();
     finished.store(1, Ordering::Release);
     // Step 2: a store spanning several leaves (parents rebuilt).

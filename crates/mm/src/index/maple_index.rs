@@ -27,6 +27,65 @@ impl MapleIndex {
         }
     }
 
+    /// `old` replaced by `new` in the tree: `new`'s ranges stored, then,
+    /// with `clear`, what they leave of `old`'s erased. Without it, those
+    /// parts keep their old entries for the caller's next write to store
+    /// over (see [`VmaIndex::replace_before_overwrite`]).
+    fn write(&mut self, old: &[Arc<Vma>], new: &[Arc<Vma>], clear: bool) {
+        if old.is_empty() && self.tree.is_empty() {
+            // A new address space (fork, or one built from a list): build
+            // the tree in one pass, as the kernel duplicates a whole tree
+            // at fork, when nothing else holds it yet.
+            if let Some(tree) = Arc::get_mut(&mut self.tree) {
+                let entries = new.iter().map(|v| (v.start()..=v.end() - 1, Arc::clone(v)));
+                *tree = MapleTree::from_sorted_with(Direct, entries)
+                    .expect("the caller keeps replace's conditions");
+                profile(tree, 0, 0, true);
+                return;
+            }
+        }
+        let mut w = if self.sharing.writer_alone() {
+            // SAFETY: `&mut self` means the caller holds `mmap_lock` for
+            // write, and `writer_alone` says no other thread has been
+            // admitted as a lockless reader (admission takes `mmap_lock`,
+            // so none can be admitted during this write). No other thread
+            // writes either: the tree is written only here, under `&mut
+            // self`. This thread is
+            // writing, not reading, and the index's own reads hand out
+            // clones, never references into the tree.
+            unsafe { self.tree.write_unshared() }
+        } else {
+            self.tree.write()
+        };
+        profile(&self.tree, 0, new.len() as u32, false);
+        for v in new {
+            w.store_range(v.start()..=v.end() - 1, Arc::clone(v))
+                .expect("the caller keeps replace's conditions");
+        }
+        if !clear {
+            // What `new` leaves of `old` keeps its entries, write-locked
+            // VMAs that a lockless fault backs off from, until the
+            // caller's next write stores over them.
+            return;
+        }
+        if new.is_empty() && old.len() == self.tree.len() {
+            // Everything goes (exit, exec): one write over the whole span
+            // unlinks every subtree at once, as the kernel destroys the
+            // tree at exit instead of erasing entry by entry.
+            if let (Some(first), Some(last)) = (old.first(), old.last()) {
+                profile(&self.tree, 0, 1, false);
+                w.erase_range(first.start()..=last.end() - 1)
+                    .expect("the caller keeps replace's conditions");
+            }
+            return;
+        }
+        uncovered(old, new, |s, e| {
+            profile(&self.tree, 0, 1, false);
+            w.erase_range(s..=e - 1)
+                .expect("the caller keeps replace's conditions");
+        });
+    }
+
     /// The guard for a read through `&self`. Every write of the tree goes
     /// through `&mut self`, which the caller's `&self` borrow excludes for
     /// as long as the read's results live (they are cloned out before the
@@ -128,52 +187,11 @@ impl VmaIndex for MapleIndex {
     }
 
     fn replace_trusted(&mut self, old: &[Arc<Vma>], new: &[Arc<Vma>], _: Trusted) {
-        if old.is_empty() && self.tree.is_empty() {
-            // A new address space (fork, or one built from a list): build
-            // the tree in one pass, as the kernel duplicates a whole tree
-            // at fork, when nothing else holds it yet.
-            if let Some(tree) = Arc::get_mut(&mut self.tree) {
-                let entries = new.iter().map(|v| (v.start()..=v.end() - 1, Arc::clone(v)));
-                *tree = MapleTree::from_sorted_with(Direct, entries)
-                    .expect("the caller keeps replace's conditions");
-                profile(tree, 0, 0, true);
-                return;
-            }
-        }
-        let mut w = if self.sharing.writer_alone() {
-            // SAFETY: `&mut self` means the caller holds `mmap_lock` for
-            // write, and `writer_alone` says no other thread has been
-            // admitted as a lockless reader (admission takes `mmap_lock`,
-            // so none can be admitted during this write). No other thread
-            // writes either: the tree is written only here, under `&mut
-            // self`. This thread is
-            // writing, not reading, and the index's own reads hand out
-            // clones, never references into the tree.
-            unsafe { self.tree.write_unshared() }
-        } else {
-            self.tree.write()
-        };
-        profile(&self.tree, 0, new.len() as u32, false);
-        for v in new {
-            w.store_range(v.start()..=v.end() - 1, Arc::clone(v))
-                .expect("the caller keeps replace's conditions");
-        }
-        if new.is_empty() && old.len() == self.tree.len() {
-            // Everything goes (exit, exec): one write over the whole span
-            // unlinks every subtree at once, as the kernel destroys the
-            // tree at exit instead of erasing entry by entry.
-            if let (Some(first), Some(last)) = (old.first(), old.last()) {
-                profile(&self.tree, 0, 1, false);
-                w.erase_range(first.start()..=last.end() - 1)
-                    .expect("the caller keeps replace's conditions");
-            }
-            return;
-        }
-        uncovered(old, new, |s, e| {
-            profile(&self.tree, 0, 1, false);
-            w.erase_range(s..=e - 1)
-                .expect("the caller keeps replace's conditions");
-        });
+        self.write(old, new, true);
+    }
+
+    fn replace_before_overwrite(&mut self, old: &[Arc<Vma>], new: &[Arc<Vma>], _: Trusted) {
+        self.write(old, new, false);
     }
 
     fn gap_highest(&self, low: u64, high: u64, len: u64) -> Option<u64> {

@@ -85,6 +85,27 @@ pub trait VmaIndex: Send + Sync {
     /// must still do the whole change.
     fn replace_trusted(&mut self, old: &[Arc<Vma>], new: &[Arc<Vma>], token: Trusted);
 
+    /// [`replace_trusted`](VmaIndex::replace_trusted) as the first half of
+    /// a mapping made over existing VMAs (`mmap_region`): the caller's
+    /// next replace, under the same hold of `mmap_lock`, stores VMAs over
+    /// every part of `old` that `new` leaves uncovered. An index may leave
+    /// those parts' entries in place for that store to overwrite instead
+    /// of clearing them first, as the maple tree's own conversion of the
+    /// kernel did ("mmap: change zeroing of maple tree in
+    /// `__vma_adjust()`", then `mmap_region` in Linux 6.12, "mm: avoid
+    /// zeroing vma tree in mmap_region()"): one write instead of two, and
+    /// a lockless reader never sees the range unmapped in between. Until
+    /// that next replace the index may still return VMAs of `old` there
+    /// (write-locked: a lockless fault that finds one backs off to
+    /// `mmap_lock`), so the caller looks nothing up inside those parts in
+    /// between, and `len` may count them. The default clears at once, as
+    /// the kernel's `mmap_region` did with the red-black tree (a whole
+    /// `do_munmap` before the new VMA was linked).
+    #[doc(hidden)]
+    fn replace_before_overwrite(&mut self, old: &[Arc<Vma>], new: &[Arc<Vma>], token: Trusted) {
+        self.replace_trusted(old, new, token);
+    }
+
     /// The end of the highest free area of at least `len` bytes within
     /// `[low, high)`: the highest `e` such that `[e - len, e)` is free and
     /// `low <= e - len`, `e <= high`. Guard gaps are the caller's business.

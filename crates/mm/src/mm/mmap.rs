@@ -263,7 +263,12 @@ impl State {
         pgoff: u64,
     ) -> Result<u64, Errno> {
         let end = addr + len;
-        self.unmap(layout, addr, end)?;
+        // The new VMA is stored over what this unmaps: the maple tree
+        // overwrites it instead of clearing the range first (see
+        // `VmaIndex::replace_before_overwrite`). Until then nothing looks
+        // inside `[addr, end)`: the merge below looks at the VMAs ending
+        // at `addr` and starting at `end`.
+        self.unmap_for_mapping(layout, addr, end)?;
         if (vm & (VmFlags::NORESERVE | VmFlags::SHARED | VmFlags::WRITE)) == VmFlags::WRITE {
             vm |= VmFlags::ACCOUNT;
         }

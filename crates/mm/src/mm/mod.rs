@@ -468,7 +468,19 @@ impl State {
     /// Replace `old` by `new` in the index: claim each old VMA's lock (so
     /// a fault holding it finishes and later faults fall back to
     /// `mmap_lock`), then publish.
-    pub(crate) fn commit(&mut self, old: &[Arc<Vma>], mut new: Vec<Vma>) -> Vec<Arc<Vma>> {
+    pub(crate) fn commit(&mut self, old: &[Arc<Vma>], new: Vec<Vma>) -> Vec<Arc<Vma>> {
+        self.commit_with(old, new, false)
+    }
+
+    /// [`commit`](State::commit); with `overwritten`, the parts of `old`
+    /// that `new` leaves are stored over by the caller's next commit (see
+    /// [`VmaIndex::replace_before_overwrite`]).
+    fn commit_with(
+        &mut self,
+        old: &[Arc<Vma>],
+        mut new: Vec<Vma>,
+        overwritten: bool,
+    ) -> Vec<Arc<Vma>> {
         for v in old {
             v.lock().write_lock();
         }
@@ -484,7 +496,11 @@ impl State {
         // Every edit replaces VMAs it just read from the index by disjoint
         // pieces of the same ranges or of free space: replace's conditions
         // hold by construction, so its O(k log n) check is skipped.
-        self.index.replace_trusted(old, &new, Trusted(()));
+        if overwritten {
+            self.index.replace_before_overwrite(old, &new, Trusted(()));
+        } else {
+            self.index.replace_trusted(old, &new, Trusted(()));
+        }
         relink_files(old, &new);
         new
     }
@@ -493,6 +509,30 @@ impl State {
     /// either end. `ENOMEM` when a split in the middle of one VMA would
     /// exceed `max_map_count`; nothing changes then.
     pub(crate) fn unmap(&mut self, layout: &Layout, start: u64, end: u64) -> Result<(), Errno> {
+        self.unmap_with(layout, start, end, false)
+    }
+
+    /// [`unmap`](State::unmap) for a mapping about to be made over
+    /// `[start, end)` (`mmap_region`): the caller's next commit stores its
+    /// VMA over the whole range, so the index may leave the unmapped VMAs'
+    /// entries there for that store to overwrite, and the caller looks
+    /// nothing up inside the range until then.
+    pub(crate) fn unmap_for_mapping(
+        &mut self,
+        layout: &Layout,
+        start: u64,
+        end: u64,
+    ) -> Result<(), Errno> {
+        self.unmap_with(layout, start, end, true)
+    }
+
+    fn unmap_with(
+        &mut self,
+        layout: &Layout,
+        start: u64,
+        end: u64,
+        overwritten: bool,
+    ) -> Result<(), Errno> {
         let old = self.overlapping(start, end);
         let (Some(first), Some(last)) = (old.first(), old.last()) else {
             return Ok(());
@@ -509,7 +549,7 @@ impl State {
         if last.end() > end {
             keep.push(last.resized(end, last.end()));
         }
-        self.commit(&old, keep);
+        self.commit_with(&old, keep, overwritten);
         Ok(())
     }
 

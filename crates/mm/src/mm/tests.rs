@@ -175,3 +175,56 @@ fn a_locked_mapping_turning_writable_is_populated() {
         .flags()
         .contains(VmFlags::ACCOUNT));
 }
+
+#[test]
+fn a_mapping_over_existing_vmas_replaces_them_whole() {
+    // `mmap_region` leaves what it unmaps in the maple tree for the new
+    // VMA's store to overwrite (`replace_before_overwrite`); after the
+    // call nothing of the old VMAs may remain, on either index, whether
+    // the new VMA is stored alone or merged with a neighbour.
+    use crate::policy::Policy;
+    for index in crate::IndexKind::ALL {
+        let mm = Arc::new(Policy {
+            index,
+            ..Policy::default()
+        })
+        .mm();
+        let rw = Prot::READ | Prot::WRITE;
+        mm.mmap(BASE, 16 * P, Prot::READ, anon(), None, 0).unwrap();
+        mm.mmap(BASE + 20 * P, 4 * P, Prot::READ, anon(), None, 0)
+            .unwrap();
+        let old = mm.find_vma(BASE).unwrap();
+        // Into the middle of one VMA: it is split around the new one.
+        mm.mmap(BASE + 4 * P, 4 * P, rw, anon(), None, 0).unwrap();
+        assert_eq!(
+            ranges(&mm),
+            [
+                (BASE, BASE + 4 * P),
+                (BASE + 4 * P, BASE + 8 * P),
+                (BASE + 8 * P, BASE + 16 * P),
+                (BASE + 20 * P, BASE + 24 * P)
+            ],
+            "{index}"
+        );
+        mm.validate().unwrap();
+        // The index let go of the VMA it replaced (this is the last
+        // reference; an exclusive write releases at once).
+        assert_eq!(Arc::strong_count(&old), 1, "{index}");
+        // Over two VMAs and the hole between them, merging with the VMA
+        // on its left (same flags, adjacent).
+        mm.mmap(BASE + 8 * P, 14 * P, rw, anon(), None, 0).unwrap();
+        assert_eq!(
+            ranges(&mm),
+            [
+                (BASE, BASE + 4 * P),
+                (BASE + 4 * P, BASE + 22 * P),
+                (BASE + 22 * P, BASE + 24 * P)
+            ],
+            "{index}"
+        );
+        mm.validate().unwrap();
+        assert_eq!(mm.map_count(), 3, "{index}");
+        let prot: Vec<Prot> = mm.vmas().iter().map(|v| v.prot()).collect();
+        assert_eq!(prot, [Prot::READ, rw, Prot::READ], "{index}");
+    }
+}
