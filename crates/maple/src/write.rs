@@ -1064,22 +1064,22 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
             }
         } else if insert {
             return Err(Error::Exists);
-        } else if !p.is_null() && l.slot_start() == first && l.slot_end() == last {
-            self.replace_in_leaf(pl, p, access);
-            *keep = true;
-            return Ok(());
-        } else if !walked
-            && p.is_null()
-            && !q.is_null()
-            && l.slot_start() == first
-            && l.slot_end() == last
-        {
-            if let Some(kept) = self.erase_in_leaf(pl, access) {
-                *keep = kept;
+        } else if l.slot_start() == first && l.slot_end() == last {
+            // Exactly one entry's range, and a present one: an absent
+            // slot reaching to `last` took the first branch.
+            if !p.is_null() {
+                self.replace_in_leaf(pl, p, access);
+                *keep = true;
                 return Ok(());
             }
-            if self.erase_with_sibling(pl, access).is_some() {
-                return Ok(());
+            if !walked {
+                if let Some(kept) = self.erase_in_leaf(pl, access) {
+                    *keep = kept;
+                    return Ok(());
+                }
+                if self.erase_with_sibling(pl, access).is_some() {
+                    return Ok(());
+                }
             }
         }
         // Both ends in one leaf (the common case): share the walk. A store
