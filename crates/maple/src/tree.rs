@@ -49,13 +49,14 @@ use std::ptr;
 /// // The lowest free area of 0x1000 indices at or above 0x1000:
 /// assert_eq!(tree.empty_area(0x1000, u64::MAX, 0x1000, &guard), Ok(0x2000));
 /// ```
-// Aligned to two cache lines: the root, counters and writer lock change on
-// every write, and two trees allocated side by side (one per address space
-// of two threads) must not slow each other down by sharing a line.
+// Aligned to two cache lines: the counters and writer lock change on every
+// write, and two trees allocated side by side (one per address space of two
+// threads) must not slow each other down by sharing a line.
 #[repr(align(128))]
 pub struct MapleTree<T, O: Ownership<T> = Boxed> {
-    /// Tagged root node, or null for an empty tree.
-    pub(crate) root: AtomicPtr<u8>,
+    /// Tagged root node, or null for an empty tree, alone in its lines
+    /// (see [`RootWord`]).
+    pub(crate) root: RootWord,
     /// Number of entries.
     pub(crate) entries: AtomicUsize,
     /// Nodes reachable from the root; `validate` checks it against a walk,
@@ -74,6 +75,36 @@ pub struct MapleTree<T, O: Ownership<T> = Boxed> {
     /// The tree owns `T`s through slot words, as its ownership
     /// strategy `O` makes them (see the `ownership` module).
     pub(crate) _values: PhantomData<(T, fn() -> O)>,
+}
+
+/// The tree's root pointer, padded to two cache lines of its own.
+///
+/// Every walk starts by loading it, and it changes only when the root node
+/// is replaced. The writer's lock and the entry and node counters beside it
+/// change on every write, even one made in place inside a leaf: sharing a
+/// line with them, the root would cost each reader's next walk a transfer
+/// from the writer's core after every write, a cost the kernel's tree does
+/// not pay (its lock is the external `mmap_lock` and it keeps no counters).
+/// Two lines, not one, because some cores fetch lines in aligned pairs.
+#[repr(align(128))]
+pub(crate) struct RootWord(AtomicPtr<u8>);
+
+// Shuttle's atomics are larger than std's, so the size is only asserted for
+// real builds: one pointer, padded to exactly the two lines.
+#[cfg(not(vmscale_shuttle))]
+const _: () = assert!(std::mem::size_of::<RootWord>() == 128);
+
+impl std::ops::Deref for RootWord {
+    type Target = AtomicPtr<u8>;
+    fn deref(&self) -> &AtomicPtr<u8> {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for RootWord {
+    fn deref_mut(&mut self) -> &mut AtomicPtr<u8> {
+        &mut self.0
+    }
 }
 
 // SAFETY: what `UnsafeCell` takes away: the scratch space is only reached
@@ -110,7 +141,7 @@ pub struct MemStats {
 impl<T, O: Ownership<T>> Default for MapleTree<T, O> {
     fn default() -> Self {
         MapleTree {
-            root: AtomicPtr::new(ptr::null_mut()),
+            root: RootWord(AtomicPtr::new(ptr::null_mut())),
             entries: AtomicUsize::new(0),
             nodes: AtomicUsize::new(0),
             lock: Mutex::new(()),
