@@ -40,11 +40,16 @@ def main():
                 if index == "maple":
                     ratios[b].setdefault(op, []).append(v / rate[(op, "legacy")])
     for op in ratios[builds[0]]:
-        cells = []
-        for b in builds:
-            r = ratios[b][op]
-            cells.append(f"{b}: {statistics.median(r):.3f} [{min(r):.2f}-{max(r):.2f}]")
-        print(f"{op:12} " + "  ".join(cells))
+        print(f"{op:12} " + cells(builds, ratios, op, digits=3))
+
+
+def cells(builds, samples, key, digits):
+    """Each build's median of `samples[build][key]` and its range, on one line."""
+    out = []
+    for b in builds:
+        x = samples[b][key]
+        out.append(f"{b}: {statistics.median(x):.{digits}f} [{min(x):.2f}-{max(x):.2f}]")
+    return "  ".join(out)
 
 
 if __name__ == "__main__":

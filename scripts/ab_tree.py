@@ -20,8 +20,9 @@ With `--keep`, each run's JSON lines are written to DIR/BUILD-ROUND.jsonl
 import argparse
 import json
 import os
-import statistics
 import subprocess
+
+from ab_ratio import cells
 
 
 def ratios(lines):
@@ -63,11 +64,7 @@ def main():
             for key, x in ratios(out.splitlines()).items():
                 seen[b].setdefault(key, []).append(x)
     for key in sorted(seen[builds[0]]):
-        cells = []
-        for b in builds:
-            x = seen[b][key]
-            cells.append(f"{b}: {statistics.median(x):.2f} [{min(x):.2f}-{max(x):.2f}]")
-        print(f"{key[0]:32} n={key[1]:<7} " + "  ".join(cells))
+        print(f"{key[0]:32} n={key[1]:<7} " + cells(builds, seen, key, digits=2))
 
 
 if __name__ == "__main__":
