@@ -8,6 +8,7 @@ use crate::node::{
 use crate::ownership::{Boxed, Ownership};
 use crate::path::Path;
 use crate::sync::{AtomicPtr, AtomicUsize, Guard, Mutex, Ordering, Pinned};
+use crossbeam_utils::CachePadded;
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
 use std::ops::RangeInclusive;
@@ -54,9 +55,15 @@ use std::ptr;
 // threads) must not slow each other down by sharing a line.
 #[repr(align(128))]
 pub struct MapleTree<T, O: Ownership<T> = Boxed> {
-    /// Tagged root node, or null for an empty tree, alone in its lines
-    /// (see [`RootWord`]).
-    pub(crate) root: RootWord,
+    /// Tagged root node, or null for an empty tree, padded to cache
+    /// lines of its own. Every walk starts by loading it, and it changes
+    /// only when the root node is replaced; the lock and counters below
+    /// change on every write, an in-place one included. Sharing their
+    /// line, the root would cost each reader's next walk a transfer from
+    /// the writer's core after every write, which the kernel's tree does
+    /// not pay (its lock is the external `mmap_lock`; it keeps no
+    /// counters).
+    pub(crate) root: CachePadded<AtomicPtr<u8>>,
     /// Number of entries.
     pub(crate) entries: AtomicUsize,
     /// Nodes reachable from the root; `validate` checks it against a walk,
@@ -75,36 +82,6 @@ pub struct MapleTree<T, O: Ownership<T> = Boxed> {
     /// The tree owns `T`s through slot words, as its ownership
     /// strategy `O` makes them (see the `ownership` module).
     pub(crate) _values: PhantomData<(T, fn() -> O)>,
-}
-
-/// The tree's root pointer, padded to two cache lines of its own.
-///
-/// Every walk starts by loading it, and it changes only when the root node
-/// is replaced. The writer's lock and the entry and node counters beside it
-/// change on every write, even one made in place inside a leaf: sharing a
-/// line with them, the root would cost each reader's next walk a transfer
-/// from the writer's core after every write, a cost the kernel's tree does
-/// not pay (its lock is the external `mmap_lock` and it keeps no counters).
-/// Two lines, not one, because some cores fetch lines in aligned pairs.
-#[repr(align(128))]
-pub(crate) struct RootWord(AtomicPtr<u8>);
-
-// Shuttle's atomics are larger than std's, so the size is only asserted for
-// real builds: one pointer, padded to exactly the two lines.
-#[cfg(not(vmscale_shuttle))]
-const _: () = assert!(std::mem::size_of::<RootWord>() == 128);
-
-impl std::ops::Deref for RootWord {
-    type Target = AtomicPtr<u8>;
-    fn deref(&self) -> &AtomicPtr<u8> {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for RootWord {
-    fn deref_mut(&mut self) -> &mut AtomicPtr<u8> {
-        &mut self.0
-    }
 }
 
 // SAFETY: what `UnsafeCell` takes away: the scratch space is only reached
@@ -141,7 +118,7 @@ pub struct MemStats {
 impl<T, O: Ownership<T>> Default for MapleTree<T, O> {
     fn default() -> Self {
         MapleTree {
-            root: RootWord(AtomicPtr::new(ptr::null_mut())),
+            root: CachePadded::new(AtomicPtr::new(ptr::null_mut())),
             entries: AtomicUsize::new(0),
             nodes: AtomicUsize::new(0),
             lock: Mutex::new(()),
