@@ -4,7 +4,11 @@ use std::time::Instant;
 
 use crate::lockstat::{self, LockClass};
 use crate::profile;
-use crate::sync::{AtomicU32, Ordering};
+use crate::sync::Ordering;
+
+mod word;
+
+use word::LockWord;
 
 /// The per-VMA lock: a reader count and a writer bit in one word.
 ///
@@ -14,7 +18,8 @@ use crate::sync::{AtomicU32, Ordering};
 /// is never cleared, because a write-locked VMA is about to be replaced.
 #[derive(Debug)]
 pub(crate) struct VmaLock {
-    state: AtomicU32,
+    /// Apart from the VMA, on a cache line of its own (see [`word`]).
+    state: LockWord,
 }
 
 const WRITER: u32 = 1 << 31;
@@ -22,7 +27,7 @@ const WRITER: u32 = 1 << 31;
 impl VmaLock {
     pub(crate) fn new() -> VmaLock {
         VmaLock {
-            state: AtomicU32::new(0),
+            state: LockWord::new(0),
         }
     }
 
@@ -91,8 +96,9 @@ impl VmaLock {
     /// The lock's identity for the profile recorder.
     #[inline]
     fn addr(&self) -> u64 {
-        // A VMA lives in an `Arc` and never moves: its address names it.
-        std::ptr::from_ref(self) as usize as u64
+        // The word is the lock's own until the VMA goes (`Drop` below
+        // says so before the line can serve another).
+        std::ptr::from_ref::<crate::sync::AtomicU32>(&self.state) as usize as u64
     }
 
     /// Whether a writer has claimed the VMA.
