@@ -62,6 +62,11 @@ pub struct ClassStats {
     pub wait_ns: u64,
     /// Longest single wait, in nanoseconds.
     pub max_wait_ns: u64,
+    /// Of the contended acquisitions, those that gave up spinning and
+    /// went to the lock's wait queue to sleep (the `rwsem` and `numa`
+    /// kinds). The `std` kind's waits and the per-VMA lock's count none:
+    /// std does not say whether it slept, and the VMA lock never sleeps.
+    pub queued: u64,
 }
 
 /// Counters of every class.
@@ -94,6 +99,7 @@ impl LockStats {
             o.acquisitions -= e.acquisitions;
             o.contended -= e.contended;
             o.wait_ns -= e.wait_ns;
+            o.queued -= e.queued;
         }
         out
     }
@@ -109,7 +115,7 @@ impl LockStats {
 #[derive(Default)]
 #[repr(align(128))]
 struct Shard {
-    counters: [[AtomicU64; 4]; CLASSES],
+    counters: [[AtomicU64; 5]; CLASSES],
 }
 
 static ENABLED: AtomicBool = AtomicBool::new(true);
@@ -143,6 +149,7 @@ pub fn snapshot() -> LockStats {
             o.contended += c[1].load(Ordering::Relaxed);
             o.wait_ns += c[2].load(Ordering::Relaxed);
             o.max_wait_ns = o.max_wait_ns.max(c[3].load(Ordering::Relaxed));
+            o.queued += c[4].load(Ordering::Relaxed);
         }
     }
     out
@@ -167,6 +174,7 @@ pub fn thread_snapshot() -> LockStats {
             o.contended = c[1].load(Ordering::Relaxed);
             o.wait_ns = c[2].load(Ordering::Relaxed);
             o.max_wait_ns = c[3].load(Ordering::Relaxed);
+            o.queued = c[4].load(Ordering::Relaxed);
         }
     });
     out
@@ -204,8 +212,9 @@ pub(crate) fn acquired(class: LockClass) {
     }
 }
 
-/// Count an acquisition that waited since `since`.
-pub(crate) fn acquired_after_wait(class: LockClass, since: Instant) {
+/// Count an acquisition that waited since `since`, and whether it went
+/// to the wait queue (`queued`) rather than only spinning.
+pub(crate) fn acquired_after_wait(class: LockClass, since: Instant, queued: bool) {
     if enabled() {
         let ns = since.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
         with_shard(|s| {
@@ -215,6 +224,9 @@ pub(crate) fn acquired_after_wait(class: LockClass, since: Instant) {
             bump(&c[2], ns);
             if ns > c[3].load(Ordering::Relaxed) {
                 c[3].store(ns, Ordering::Relaxed);
+            }
+            if queued {
+                bump(&c[4], 1);
             }
         });
     }

@@ -90,7 +90,7 @@ impl VmaLock {
                 crate::sync::yield_now();
             }
         }
-        lockstat::acquired_after_wait(LockClass::VmaLock, since);
+        lockstat::acquired_after_wait(LockClass::VmaLock, since, false);
     }
 
     /// The lock's identity for the profile recorder.

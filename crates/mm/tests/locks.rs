@@ -272,6 +272,7 @@ fn lockstat_counts_every_kind() {
         let used = lockstat::snapshot().since(&before).class(class);
         assert_eq!(used.acquisitions, 3, "{kind}");
         assert_eq!(used.contended, 1, "{kind}: the failed try_write");
+        assert_eq!(used.queued, 0, "{kind}: nothing waited");
 
         if kind == LockKind::Std {
             continue; // its queue is not visible: no deterministic wait
@@ -289,6 +290,7 @@ fn lockstat_counts_every_kind() {
         assert_eq!(used.acquisitions, 2, "{kind}");
         assert_eq!(used.contended, 1, "{kind}: the queued writer waited");
         assert!(used.wait_ns > 0 && used.max_wait_ns > 0, "{kind}");
+        assert_eq!(used.queued, 1, "{kind}: the writer waited in the queue");
     }
 }
 

@@ -19,7 +19,13 @@ const WORKLOADS: [&str; 5] = ["brk1", "mmap1", "malloc1", "mmap2", "page_fault3"
 /// Workloads without a threads mode.
 const PROCESSES_ONLY: [&str; 3] = ["execl", "aim7-brk", "kernbench"];
 const LOCK_CLASSES: [&str; 4] = ["mmap_lock", "vma_lock", "i_mmap", "anon_vma"];
-const LOCK_FIELDS: [&str; 4] = ["acquisitions", "contended", "wait_ns", "max_wait_ns"];
+const LOCK_FIELDS: [&str; 5] = [
+    "acquisitions",
+    "contended",
+    "wait_ns",
+    "max_wait_ns",
+    "queued",
+];
 /// Faults per `page_fault3` region: 128 MiB of 4 KiB pages.
 const PAGES: u64 = 32768;
 

@@ -183,6 +183,8 @@ struct LockLine {
     contended: u64,
     wait_ns: u64,
     max_wait_ns: u64,
+    /// Contended acquisitions that went to the wait queue to sleep.
+    queued: u64,
 }
 
 /// A finished configuration.
@@ -214,6 +216,7 @@ impl Row {
                     contended: s.contended,
                     wait_ns: s.wait_ns,
                     max_wait_ns: s.max_wait_ns,
+                    queued: s.queued,
                 };
                 (class.name(), line)
             })

@@ -194,7 +194,8 @@ fn std_acquire<G>(
         Err(TryLockError::WouldBlock) => {
             let since = Instant::now();
             let g = lock().unwrap_or_else(|p| p.into_inner());
-            lockstat::acquired_after_wait(class, since);
+            // std does not say whether it slept.
+            lockstat::acquired_after_wait(class, since, false);
             g
         }
     }

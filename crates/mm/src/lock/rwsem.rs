@@ -161,10 +161,11 @@ impl RawRwSem {
             return;
         }
         let since = Instant::now();
-        if !self.spin(Want::Read) {
+        let queued = !self.spin(Want::Read);
+        if queued {
             self.sleep(Want::Read);
         }
-        lockstat::acquired_after_wait(self.class, since);
+        lockstat::acquired_after_wait(self.class, since, queued);
     }
 
     /// Take the lock exclusive, counting the acquisition.
@@ -178,10 +179,11 @@ impl RawRwSem {
             return;
         }
         let since = Instant::now();
-        if !self.spin(Want::Write) {
+        let queued = !self.spin(Want::Write);
+        if queued {
             self.sleep(Want::Write);
         }
-        lockstat::acquired_after_wait(self.class, since);
+        lockstat::acquired_after_wait(self.class, since, queued);
     }
 
     /// One attempt at the lock as the fast path would take it (readers
