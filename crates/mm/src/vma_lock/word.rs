@@ -14,17 +14,13 @@
 //!
 //! Aligned allocation through glibc is slow (`posix_memalign` bypasses
 //! its thread cache: aligning the whole `Vma` cost a third of `brk1`), so
-//! lines are carved out of 16 KiB chunks and recycled: each thread keeps
-//! a small free list and spills to (or refills from) a global one in
-//! batches, as the maple tree's node slab does. Lines are never returned
-//! to the system: a process keeps as many as it ever had VMAs at once.
-//!
-//! Under shuttle every line is an allocation of its own, so the model's
-//! threads (which share one OS thread) share no thread-local list. Miri
-//! runs the slab itself (`.ci/run`): a line's use after free is ruled out
-//! by ownership (a [`LockWord`] frees its line once, when dropped), so
-//! what Miri has to check here is the carving and recycling.
+//! lines come from a [`vmslab::Pool`], as the maple tree's nodes do:
+//! carved out of 16 KiB chunks, recycled through per-thread free lists,
+//! never returned to the system (a process keeps as many as it ever had
+//! VMAs at once). Under Miri and shuttle each line is an allocation of
+//! its own (the pool's exact mode).
 
+use std::cell::RefCell;
 use std::ops::Deref;
 use std::ptr::NonNull;
 
@@ -35,6 +31,16 @@ use crate::sync::AtomicU32;
 /// One line: the word, padded to the line size (two lines where the
 /// adjacent-line prefetcher pairs them, as `CachePadded` decides).
 type Line = CachePadded<AtomicU32>;
+
+static LINES: vmslab::Pool = vmslab::Pool::new(
+    size_of::<Line>(),
+    align_of::<Line>(),
+    (16 << 10) / size_of::<Line>(),
+);
+
+thread_local! {
+    static CACHE: RefCell<vmslab::Cache> = const { RefCell::new(vmslab::Cache::new(&LINES)) };
+}
 
 /// A lock word alone on its cache line, freed back to the slab when
 /// dropped.
@@ -49,9 +55,9 @@ unsafe impl Sync for LockWord {}
 impl LockWord {
     /// A word holding `value`, on a line of its own.
     pub(crate) fn new(value: u32) -> LockWord {
-        let p = imp::alloc();
-        // SAFETY: `p` is a free line: valid for writes, aligned for
-        // `Line` (the slab's blocks are `Line`-sized and -aligned), and
+        let p = LINES.alloc(&CACHE).cast::<Line>();
+        // SAFETY: `p` is a free block: valid for writes, aligned for
+        // `Line` (the pool's blocks are `Line`-sized and -aligned), and
         // nothing else refers to it.
         unsafe { p.as_ptr().write(CachePadded::new(AtomicU32::new(value))) };
         LockWord(p)
@@ -72,11 +78,11 @@ impl Deref for LockWord {
 impl Drop for LockWord {
     fn drop(&mut self) {
         // SAFETY: the line was initialised in `new`, `&mut self` means no
-        // borrow of it remains, and it is dropped and freed exactly once
-        // (here) before `imp::free` hands it to a later `alloc`.
+        // borrow of it remains, and it is dropped and given back exactly
+        // once (here), to the pool it came from.
         unsafe {
             std::ptr::drop_in_place(self.0.as_ptr());
-            imp::free(self.0);
+            LINES.free(&CACHE, self.0.cast());
         }
     }
 }
@@ -84,127 +90,6 @@ impl Drop for LockWord {
 impl std::fmt::Debug for LockWord {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_tuple("LockWord").field(&**self).finish()
-    }
-}
-
-#[cfg(vmscale_shuttle)]
-mod imp {
-    use super::Line;
-    use std::alloc::Layout;
-    use std::ptr::NonNull;
-
-    pub(super) fn alloc() -> NonNull<Line> {
-        let layout = Layout::new::<Line>();
-        // SAFETY: the layout has non-zero size.
-        let p = unsafe { std::alloc::alloc(layout) };
-        NonNull::new(p.cast::<Line>()).unwrap_or_else(|| std::alloc::handle_alloc_error(layout))
-    }
-
-    /// # Safety
-    /// `p` came from [`alloc`], its value was dropped, and it is not used
-    /// again.
-    pub(super) unsafe fn free(p: NonNull<Line>) {
-        // SAFETY: allocated by `alloc` with this layout.
-        unsafe { std::alloc::dealloc(p.as_ptr().cast(), Layout::new::<Line>()) }
-    }
-}
-
-#[cfg(not(vmscale_shuttle))]
-mod imp {
-    use super::Line;
-    use std::alloc::Layout;
-    use std::cell::RefCell;
-    use std::ptr::NonNull;
-    use std::sync::Mutex;
-
-    /// Bytes of one chunk taken from the system allocator.
-    const CHUNK_BYTES: usize = 16 << 10;
-    /// Lines moved between a thread's list and the global one at a time.
-    const BATCH: usize = 32;
-
-    /// A free line's address. Free lines are owned by the slab and hold
-    /// nothing anybody references, so moving their addresses between
-    /// threads is sound.
-    struct Free(NonNull<Line>);
-    // SAFETY: see above.
-    unsafe impl Send for Free {}
-
-    static GLOBAL: Mutex<Vec<Free>> = Mutex::new(Vec::new());
-
-    /// A thread's free list; its lines go back to the global list when
-    /// the thread exits.
-    struct Local(Vec<Free>);
-    impl Drop for Local {
-        fn drop(&mut self) {
-            global().append(&mut self.0);
-        }
-    }
-
-    thread_local! {
-        static LOCAL: RefCell<Local> = const { RefCell::new(Local(Vec::new())) };
-    }
-
-    fn global() -> std::sync::MutexGuard<'static, Vec<Free>> {
-        // A panic while holding the lock cannot leave the Vec inconsistent.
-        GLOBAL.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Refills `local` from the global list, or with a new chunk.
-    fn refill(local: &mut Vec<Free>) {
-        let mut g = global();
-        if g.is_empty() {
-            drop(g);
-            let lines = CHUNK_BYTES / size_of::<Line>();
-            let layout = Layout::array::<Line>(lines).expect("a 16 KiB chunk");
-            // SAFETY: non-zero size. The chunk is never freed: its lines
-            // are recycled for the life of the process.
-            let chunk = unsafe { std::alloc::alloc(layout) }.cast::<Line>();
-            let chunk =
-                NonNull::new(chunk).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-            // SAFETY: every offset is inside the chunk just allocated.
-            local.extend((0..lines).map(|i| Free(unsafe { chunk.add(i) })));
-        } else {
-            let keep = g.len().saturating_sub(BATCH);
-            local.extend(g.drain(keep..));
-        }
-    }
-
-    pub(super) fn alloc() -> NonNull<Line> {
-        let from_local = LOCAL.try_with(|l| {
-            let list = &mut l.borrow_mut().0;
-            if list.is_empty() {
-                refill(list);
-            }
-            list.pop().map(|f| f.0)
-        });
-        match from_local {
-            Ok(Some(p)) => p,
-            // Thread-local storage is gone (the thread is exiting).
-            _ => {
-                let mut one = Vec::new();
-                refill(&mut one);
-                let p = one.pop().map(|f| f.0).expect("refill yields lines");
-                global().append(&mut one);
-                p
-            }
-        }
-    }
-
-    /// # Safety
-    /// `p` came from [`alloc`], its value was dropped, and it is not used
-    /// again.
-    pub(super) unsafe fn free(p: NonNull<Line>) {
-        let pushed = LOCAL.try_with(|l| {
-            let list = &mut l.borrow_mut().0;
-            list.push(Free(p));
-            if list.len() > 4 * BATCH {
-                let keep = list.len() - 2 * BATCH;
-                global().extend(list.drain(keep..));
-            }
-        });
-        if pushed.is_err() {
-            global().push(Free(p));
-        }
     }
 }
 

@@ -1,0 +1,288 @@
+//! Fixed-size, aligned memory blocks, carved from chunks and recycled
+//! through per-thread free lists, as a kernel `kmem_cache` serves its
+//! objects.
+//!
+//! The system allocator serves aligned requests through a slow path
+//! (glibc's `posix_memalign` walks and splits free chunks and bypasses its
+//! thread cache), and the structures this serves (maple tree nodes, lock
+//! words on lines of their own) are allocated and freed at the rate of
+//! writes. A [`Pool`] takes chunks of `chunk_blocks` blocks from the
+//! system and never gives them back: a process keeps the most blocks it
+//! ever had in use, as with a slab cache. Each thread keeps a small free
+//! list (a [`Cache`] in a `thread_local!`), spilling to or refilling from
+//! the pool's global list [`BATCH`] blocks at a time, so the global lock
+//! is taken about once per `BATCH` operations. A block freed on another
+//! thread (say after a grace period, by whichever thread ran the deferred
+//! free) lands in that thread's list.
+//!
+//! ```
+//! use std::cell::RefCell;
+//! use vmslab::{Cache, Pool};
+//!
+//! static POOL: Pool = Pool::new(128, 128, 64);
+//! thread_local! {
+//!     static CACHE: RefCell<Cache> = const { RefCell::new(Cache::new(&POOL)) };
+//! }
+//!
+//! let p = POOL.alloc(&CACHE);
+//! assert_eq!(p.as_ptr() as usize % 128, 0);
+//! assert!(POOL.reserved() >= 128);
+//! // SAFETY: `p` came from this pool and is not used again.
+//! unsafe { POOL.free(&CACHE, p) };
+//! ```
+
+#![deny(missing_docs)]
+
+use std::alloc::Layout;
+use std::cell::RefCell;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::thread::LocalKey;
+
+/// Blocks moved between a thread's list and the global one at a time.
+pub const BATCH: usize = 32;
+
+/// A free block's address. Free blocks belong to the pool and hold
+/// nothing anybody references, so moving their addresses between threads
+/// is sound.
+struct Free(NonNull<u8>);
+// SAFETY: see above.
+unsafe impl Send for Free {}
+
+/// A source of blocks of one size and alignment. Lives in a `static`.
+pub struct Pool {
+    block: usize,
+    align: usize,
+    chunk_blocks: usize,
+    /// One system allocation per block instead of carving (see
+    /// [`Pool::new`]).
+    exact: bool,
+    global: Mutex<Vec<Free>>,
+    reserved: AtomicUsize,
+}
+
+impl Pool {
+    /// A pool of `block`-byte blocks aligned to `align` (a power of two),
+    /// taken from the system `chunk_blocks` at a time. Under Miri and
+    /// under shuttle (`--cfg vmscale_shuttle`) every block is a system
+    /// allocation of its own instead, so Miri sees a use after free of a
+    /// block exactly, and model threads (which share one OS thread) share
+    /// no cached block.
+    ///
+    /// `block` is rounded up to a multiple of `align`, so that every block
+    /// of a chunk is aligned.
+    pub const fn new(block: usize, align: usize, chunk_blocks: usize) -> Pool {
+        Pool::with_mode(block, align, chunk_blocks, cfg!(any(miri, vmscale_shuttle)))
+    }
+
+    /// As [`Pool::new`], but always carving chunks, under Miri too: for
+    /// testing the pool itself.
+    pub const fn carving(block: usize, align: usize, chunk_blocks: usize) -> Pool {
+        Pool::with_mode(block, align, chunk_blocks, false)
+    }
+
+    const fn with_mode(block: usize, align: usize, chunk_blocks: usize, exact: bool) -> Pool {
+        assert!(align.is_power_of_two(), "alignment is a power of two");
+        assert!(
+            block > 0 && chunk_blocks > 0,
+            "blocks and chunks are not empty"
+        );
+        Pool {
+            block: block.next_multiple_of(align),
+            align,
+            chunk_blocks,
+            exact,
+            global: Mutex::new(Vec::new()),
+            reserved: AtomicUsize::new(0),
+        }
+    }
+
+    /// Bytes this pool has taken from the system allocator so far (blocks
+    /// in use and free; in exact mode, the blocks in use).
+    pub fn reserved(&self) -> usize {
+        self.reserved.load(Ordering::Relaxed)
+    }
+
+    fn layout(&self, blocks: usize) -> Layout {
+        Layout::from_size_align(self.block * blocks, self.align)
+            .unwrap_or_else(|_| panic!("a chunk of {blocks} blocks of {} bytes", self.block))
+    }
+
+    fn global(&self) -> std::sync::MutexGuard<'_, Vec<Free>> {
+        // A panic while holding the lock cannot leave the Vec inconsistent.
+        self.global.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Refills `local` from the global list, or with a new chunk.
+    fn refill(&self, local: &mut Vec<Free>) {
+        let mut g = self.global();
+        if g.is_empty() {
+            drop(g);
+            let layout = self.layout(self.chunk_blocks);
+            // SAFETY: the layout has non-zero size. The chunk is never
+            // freed: its blocks are recycled for the life of the process.
+            let chunk = unsafe { std::alloc::alloc(layout) };
+            let chunk =
+                NonNull::new(chunk).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+            self.reserved.fetch_add(layout.size(), Ordering::Relaxed);
+            // SAFETY: every offset is inside the chunk just allocated.
+            local
+                .extend((0..self.chunk_blocks).map(|i| Free(unsafe { chunk.add(i * self.block) })));
+        } else {
+            let keep = g.len().saturating_sub(BATCH);
+            local.extend(g.drain(keep..));
+        }
+    }
+
+    /// A block: uninitialised memory of the pool's size and alignment,
+    /// the caller's until it hands it to [`free`](Pool::free). `cache` is
+    /// this pool's per-thread cache.
+    pub fn alloc(&'static self, cache: &'static LocalKey<RefCell<Cache>>) -> NonNull<u8> {
+        if self.exact {
+            let layout = self.layout(1);
+            self.reserved.fetch_add(layout.size(), Ordering::Relaxed);
+            // SAFETY: the layout has non-zero size.
+            let p = unsafe { std::alloc::alloc(layout) };
+            return NonNull::new(p).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        }
+        let from_local = cache.try_with(|c| {
+            let mut c = c.borrow_mut();
+            debug_assert!(std::ptr::eq(c.pool, self), "the cache of another pool");
+            if c.list.is_empty() {
+                self.refill(&mut c.list);
+            }
+            c.list.pop().map(|f| f.0)
+        });
+        match from_local {
+            Ok(Some(p)) => p,
+            // Thread-local storage is gone (the thread is exiting).
+            _ => {
+                let mut one = Vec::new();
+                self.refill(&mut one);
+                let p = one.pop().map(|f| f.0).expect("a refill yields blocks");
+                self.global().append(&mut one);
+                p
+            }
+        }
+    }
+
+    /// Give a block back to the pool.
+    ///
+    /// # Safety
+    /// `p` came from [`alloc`](Pool::alloc) of this pool, whatever it held
+    /// was dropped, and nothing uses it again.
+    pub unsafe fn free(&'static self, cache: &'static LocalKey<RefCell<Cache>>, p: NonNull<u8>) {
+        if self.exact {
+            self.reserved.fetch_sub(self.block, Ordering::Relaxed);
+            // SAFETY: allocated by `alloc` in exact mode with this layout.
+            unsafe { std::alloc::dealloc(p.as_ptr(), self.layout(1)) };
+            return;
+        }
+        let pushed = cache.try_with(|c| {
+            let list = &mut c.borrow_mut().list;
+            list.push(Free(p));
+            if list.len() > 4 * BATCH {
+                let keep = list.len() - 2 * BATCH;
+                self.global().extend(list.drain(keep..));
+            }
+        });
+        if pushed.is_err() {
+            self.global().push(Free(p));
+        }
+    }
+}
+
+/// A thread's free list of one [`Pool`]; put it in a `thread_local!`
+/// (see the crate's example). Its blocks go back to the pool's global list
+/// when the thread exits.
+pub struct Cache {
+    list: Vec<Free>,
+    pool: &'static Pool,
+}
+
+impl Cache {
+    /// An empty cache of `pool`.
+    pub const fn new(pool: &'static Pool) -> Cache {
+        Cache {
+            list: Vec::new(),
+            pool,
+        }
+    }
+}
+
+impl Drop for Cache {
+    fn drop(&mut self) {
+        self.pool.global().append(&mut self.list);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static CARVED: Pool = Pool::carving(40, 64, 8);
+    thread_local! {
+        static CARVED_CACHE: RefCell<Cache> = const { RefCell::new(Cache::new(&CARVED)) };
+    }
+    static EXACT: Pool = Pool::with_mode(40, 64, 8, true);
+    thread_local! {
+        static EXACT_CACHE: RefCell<Cache> = const { RefCell::new(Cache::new(&EXACT)) };
+    }
+
+    /// Blocks are aligned, disjoint and writable; blocks freed on another
+    /// thread (spilled to the global list as it exits) serve this one.
+    fn blocks_are_aligned_disjoint_and_recycled(
+        pool: &'static Pool,
+        cache: &'static LocalKey<RefCell<Cache>>,
+    ) {
+        let n = if cfg!(miri) { 3 * BATCH } else { 1000 };
+        let blocks: Vec<usize> = (0..n)
+            .map(|i| {
+                let p = pool.alloc(cache);
+                // SAFETY: a fresh block of at least 40 bytes.
+                unsafe { p.as_ptr().write_bytes(i as u8, 40) };
+                p.as_ptr() as usize
+            })
+            .collect();
+        let mut sorted = blocks.clone();
+        sorted.sort_unstable();
+        assert!(
+            sorted.windows(2).all(|w| w[1] - w[0] >= 64),
+            "blocks overlap"
+        );
+        assert!(blocks.iter().all(|b| b % 64 == 0), "a block is misaligned");
+        for (i, &b) in blocks.iter().enumerate() {
+            // SAFETY: written above, still ours.
+            assert_eq!(unsafe { *(b as *const u8).add(39) }, i as u8);
+        }
+        std::thread::spawn(move || {
+            for b in blocks {
+                // SAFETY: each block came from `pool` and is used no more.
+                unsafe { pool.free(cache, NonNull::new(b as *mut u8).unwrap()) };
+            }
+        })
+        .join()
+        .unwrap();
+        let reserved = pool.reserved();
+        let again: Vec<NonNull<u8>> = (0..n).map(|_| pool.alloc(cache)).collect();
+        if !pool.exact {
+            assert_eq!(pool.reserved(), reserved, "freed blocks were not reused");
+        }
+        for p in again {
+            // SAFETY: came from `pool`, used no more.
+            unsafe { pool.free(cache, p) };
+        }
+    }
+
+    #[test]
+    fn carved_blocks() {
+        blocks_are_aligned_disjoint_and_recycled(&CARVED, &CARVED_CACHE);
+    }
+
+    #[test]
+    fn exact_blocks() {
+        blocks_are_aligned_disjoint_and_recycled(&EXACT, &EXACT_CACHE);
+        assert_eq!(EXACT.reserved(), 0, "exact mode counts blocks in use");
+    }
+}
