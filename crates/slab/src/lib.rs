@@ -137,7 +137,8 @@ impl Pool {
 
     /// A block: uninitialised memory of the pool's size and alignment,
     /// the caller's until it hands it to [`free`](Pool::free). `cache` is
-    /// this pool's per-thread cache.
+    /// this pool's per-thread cache (another pool's is bypassed, at the
+    /// cost of the global lock).
     pub fn alloc(&'static self, cache: &'static LocalKey<RefCell<Cache>>) -> NonNull<u8> {
         if self.exact {
             let layout = self.layout(1);
@@ -148,7 +149,9 @@ impl Pool {
         }
         let from_local = cache.try_with(|c| {
             let mut c = c.borrow_mut();
-            debug_assert!(std::ptr::eq(c.pool, self), "the cache of another pool");
+            if !std::ptr::eq(c.pool, self) {
+                return None; // another pool's cache: bypass it
+            }
             if c.list.is_empty() {
                 self.refill(&mut c.list);
             }
@@ -156,7 +159,8 @@ impl Pool {
         });
         match from_local {
             Ok(Some(p)) => p,
-            // Thread-local storage is gone (the thread is exiting).
+            // Thread-local storage is gone (the thread is exiting), or
+            // the cache is another pool's.
             _ => {
                 let mut one = Vec::new();
                 self.refill(&mut one);
@@ -180,14 +184,18 @@ impl Pool {
             return;
         }
         let pushed = cache.try_with(|c| {
-            let list = &mut c.borrow_mut().list;
-            list.push(Free(p));
-            if list.len() > 4 * BATCH {
-                let keep = list.len() - 2 * BATCH;
-                self.global().extend(list.drain(keep..));
+            let mut c = c.borrow_mut();
+            if !std::ptr::eq(c.pool, self) {
+                return false; // another pool's cache: bypass it
             }
+            c.list.push(Free(p));
+            if c.list.len() > 4 * BATCH {
+                let keep = c.list.len() - 2 * BATCH;
+                self.global().extend(c.list.drain(keep..));
+            }
+            true
         });
-        if pushed.is_err() {
+        if pushed != Ok(true) {
             self.global().push(Free(p));
         }
     }
@@ -278,6 +286,21 @@ mod tests {
     #[test]
     fn carved_blocks() {
         blocks_are_aligned_disjoint_and_recycled(&CARVED, &CARVED_CACHE);
+    }
+
+    /// A pool handed another pool's cache serves and takes back its own
+    /// blocks through its global list, leaving that cache alone.
+    #[test]
+    fn another_pools_cache_is_bypassed() {
+        static OTHER: Pool = Pool::carving(256, 256, 4);
+        let cached = CARVED_CACHE.with(|c| c.borrow().list.len());
+        let p = OTHER.alloc(&CARVED_CACHE);
+        assert_eq!(p.as_ptr() as usize % 256, 0);
+        assert_eq!(OTHER.reserved(), 4 * 256);
+        // SAFETY: `p` came from OTHER and is used no more.
+        unsafe { OTHER.free(&CARVED_CACHE, p) };
+        assert_eq!(CARVED_CACHE.with(|c| c.borrow().list.len()), cached);
+        assert_eq!(OTHER.global().len(), 4, "all four blocks are back");
     }
 
     #[test]
