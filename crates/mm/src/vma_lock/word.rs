@@ -98,8 +98,8 @@ mod tests {
     use super::*;
     use crate::sync::Ordering;
 
-    /// Every live word is on a line no other live word shares, and lines
-    /// freed on one thread serve another.
+    /// Every live word is on a line no other live word shares, and words
+    /// dropped on another thread leave the pool serving good ones here.
     #[test]
     fn words_have_lines_of_their_own() {
         let n = if cfg!(miri) { 40 } else { 1000 };
@@ -118,7 +118,7 @@ mod tests {
         lines.sort_unstable();
         lines.dedup();
         assert_eq!(lines.len(), words.len(), "two words share a line");
-        // Freed on another thread, reused here.
+        // Freed on another thread (into its list, then the global one).
         std::thread::spawn(move || drop(words)).join().unwrap();
         let again: Vec<LockWord> = (0..n).map(|_| LockWord::new(7)).collect();
         assert!(again.iter().all(|w| w.fetch_add(1, Ordering::Relaxed) == 7));
