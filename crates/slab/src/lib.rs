@@ -88,6 +88,17 @@ impl Pool {
             block > 0 && chunk_blocks > 0,
             "blocks and chunks are not empty"
         );
+        // Checked here, in const evaluation, so that a pool in a `static`
+        // with a chunk too large for a `Layout` does not compile, rather
+        // than panicking at its first allocation.
+        let chunk = match block.next_multiple_of(align).checked_mul(chunk_blocks) {
+            Some(bytes) => bytes,
+            None => panic!("a chunk's size overflows usize"),
+        };
+        assert!(
+            chunk <= isize::MAX as usize - (align - 1),
+            "a chunk is larger than a Layout allows"
+        );
         Pool {
             block: block.next_multiple_of(align),
             align,
@@ -104,9 +115,10 @@ impl Pool {
         self.reserved.load(Ordering::Relaxed)
     }
 
+    /// `blocks` is 1 or `chunk_blocks`, whose layouts `with_mode` checked.
     fn layout(&self, blocks: usize) -> Layout {
         Layout::from_size_align(self.block * blocks, self.align)
-            .unwrap_or_else(|_| panic!("a chunk of {blocks} blocks of {} bytes", self.block))
+            .unwrap_or_else(|_| unreachable!("checked when the pool was made"))
     }
 
     fn global(&self) -> std::sync::MutexGuard<'_, Vec<Free>> {
