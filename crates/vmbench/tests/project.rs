@@ -174,3 +174,120 @@ fn validation_reports_predicted_measured_and_error_and_its_status_follows_the_bo
     // No prediction is exact: a bound of zero fails the run.
     assert!(!run("0.0000001").status.success());
 }
+
+/// `--validate` writes what each prediction came from; `--replay` predicts
+/// again from it without running anything and gets the same figures, and
+/// judges a different model (here: profiles whose steps take twice as
+/// long, written into the evidence) against the same measurements.
+#[test]
+fn replay_predicts_again_from_the_evidence_a_validation_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("validate");
+    let out = vmbench(&[
+        "project",
+        "--validate",
+        "--quick",
+        "--workloads",
+        "mmap1",
+        "--index",
+        "maple",
+        "--repeat",
+        "1",
+        "--bound",
+        "1000",
+        "--json",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = json_lines(&out);
+    let evidence = out_dir.join("evidence.jsonl.gz");
+    assert!(evidence.exists());
+
+    // Replays `from` into `out` under `dir`, and its rows.
+    let replay = |from: &std::path::Path, out: &str| {
+        let o = vmbench(&[
+            "project",
+            "--replay",
+            from.to_str().unwrap(),
+            "--bound",
+            "1000",
+            "--json",
+            "--out",
+            dir.path().join(out).to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        json_lines(&o)
+    };
+    let again = replay(&out_dir, "replay");
+    assert_eq!(rows.len(), again.len());
+    for (a, b) in rows.iter().zip(&again) {
+        for field in ["workload", "config", "cpus", "measured", "measured_runs"] {
+            assert_eq!(a[field], b[field], "{field}: {a} against {b}");
+        }
+        let (p, q) = (
+            a["predicted"].as_f64().unwrap(),
+            b["predicted"].as_f64().unwrap(),
+        );
+        assert!((p / q - 1.0).abs() < 1e-9, "{a} against {b}");
+    }
+    assert!(dir.path().join("replay/validation.md").exists());
+
+    // The same evidence with a model of slower CPUs: every run step of
+    // every profile takes twice as long. Processes mode shares nothing, so
+    // its prediction halves exactly; threads mode's falls too. The
+    // measurements stay, and each error is against them.
+    let text = {
+        use std::io::Read;
+        let mut s = String::new();
+        flate2::read::GzDecoder::new(std::fs::File::open(&evidence).unwrap())
+            .read_to_string(&mut s)
+            .unwrap();
+        s
+    };
+    let mut slow = String::new();
+    for line in text.lines() {
+        let mut e: serde_json::Value = serde_json::from_str(line).unwrap();
+        for op in e["profile"]["ops"].as_array_mut().unwrap() {
+            for step in op.as_array_mut().unwrap() {
+                if step["step"] == "run" {
+                    step["ns"] = serde_json::json!(step["ns"].as_f64().unwrap() * 2.0);
+                }
+            }
+        }
+        slow.push_str(&e.to_string());
+        slow.push('\n');
+    }
+    let slow_file = dir.path().join("slow.jsonl");
+    std::fs::write(&slow_file, slow).unwrap();
+    for (a, b) in rows.iter().zip(&replay(&slow_file, "slow")) {
+        let (p, q, m) = (
+            a["predicted"].as_f64().unwrap(),
+            b["predicted"].as_f64().unwrap(),
+            b["measured"].as_f64().unwrap(),
+        );
+        match a["mode"].as_str().unwrap() {
+            "processes" => assert!((q / p - 0.5).abs() < 0.01, "{a} against {b}"),
+            _ => assert!(q < p * 0.9, "{a} against {b}"),
+        }
+        assert_eq!(a["measured"], b["measured"]);
+        assert!(
+            ((q - m) / m - b["error"].as_f64().unwrap()).abs() < 1e-9,
+            "{b}"
+        );
+    }
+
+    // Nothing to replay: one line that names the file.
+    let missing = dir.path().join("none");
+    let out = vmbench(&["project", "--replay", missing.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.trim_end().lines().count() == 1,
+        "{err}"
+    );
+    assert!(err.contains("none"), "{err}");
+}

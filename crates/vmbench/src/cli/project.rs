@@ -1,15 +1,19 @@
 //! `vmbench project`: options, the comparison and breakdown tables, JSON
 //! lines, plots and page of a projection, and `--validate`'s report.
 
-use std::io::{self, Write};
-use std::path::PathBuf;
+use std::io::{self, Read, Write};
+
+use flate2::read::GzDecoder;
+use flate2::write::GzEncoder;
+use flate2::Compression;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use mm::lock::LockKind;
 use mm::policy::ImapDesign;
 use mm::IndexKind;
 use vmlab::project::report::{default_cpus, validation_markdown, write_results};
-use vmlab::project::{self, Method, ProjectConfig, ValidateConfig};
+use vmlab::project::{self, Evidence, Method, ProjectConfig, ValidateConfig, Validation};
 use vmlab::run::harness::{Mode, Timing};
 use vmlab::run::workload::Workload;
 use vmlab::LabError;
@@ -72,6 +76,13 @@ pub struct ProjectArgs {
     #[arg(long)]
     pub validate: bool,
 
+    /// --validate without running anything: predict again, with this
+    /// build's simulation, from the profiles, machine descriptions and
+    /// measurements an earlier --validate wrote (its directory, or its
+    /// evidence.jsonl.gz), perhaps on another machine.
+    #[arg(long, value_name = "DIR")]
+    pub replay: Option<PathBuf>,
+
     /// --validate: the largest relative error accepted.
     #[arg(long, default_value_t = 0.15)]
     pub bound: f64,
@@ -122,8 +133,10 @@ pub struct ProjectArgs {
     pub json: bool,
 
     /// Directory for the results (points.jsonl, table.txt, table.md,
-    /// breakdown.md, plots, index.html). [default: vmbench-results/project-MACHINE,
-    /// vmbench-results/validate with --validate]
+    /// breakdown.md, plots, index.html; with --validate validation.jsonl,
+    /// validation.md, machine.json, evidence.jsonl.gz). [default:
+    /// vmbench-results/project-MACHINE, vmbench-results/validate with
+    /// --validate, vmbench-results/replay with --replay]
     #[arg(long)]
     pub out: Option<PathBuf>,
 }
@@ -208,6 +221,9 @@ fn measure_again() -> Result<Machine, LabError> {
 
 /// Runs `vmbench project`.
 pub fn main(args: &ProjectArgs) -> Result<bool, LabError> {
+    if let Some(dir) = &args.replay {
+        return replay(args, dir);
+    }
     if args.validate {
         return validate(args);
     }
@@ -268,12 +284,7 @@ fn validate(args: &ProjectArgs) -> Result<bool, LabError> {
     let name = args.machine.as_deref().unwrap_or("host");
     let machine = machine(name)?;
     let remeasure = (name == "host").then_some(measure_again as fn() -> Result<Machine, LabError>);
-    if !(args.bound.is_finite() && args.bound > 0.0) {
-        return Err(LabError(format!(
-            "--bound: {} (expected a positive fraction)",
-            args.bound
-        )));
-    }
+    check_bound(args)?;
     let indexes = args
         .index
         .as_deref()
@@ -321,7 +332,7 @@ fn validate(args: &ProjectArgs) -> Result<bool, LabError> {
     };
     let stdout = io::stdout();
     let mut write_error = None;
-    let rows = project::validate(&config, &mut |r| {
+    let evidence = project::validate(&config, &mut |r| {
         if args.json {
             let mut line = serde_json::to_string(r).unwrap_or_default();
             line.push('\n');
@@ -343,10 +354,138 @@ fn validate(args: &ProjectArgs) -> Result<bool, LabError> {
     if let Some(e) = write_error {
         return Err(LabError(format!("writing results: {e}")));
     }
-    let m = &config.machine;
+    let rows: Vec<Validation> = evidence
+        .iter()
+        .flat_map(|e| e.points.iter().map(|p| p.validation.clone()))
+        .collect();
+    let dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("vmbench-results/validate"));
+    let remeasured = remeasure.is_some();
+    report_validation(
+        args,
+        &dir,
+        &rows,
+        &config.machine,
+        &config.method,
+        remeasured,
+    )?;
+    write_evidence(&dir.join(EVIDENCE), &evidence)?;
+    Ok(finish(args, &rows, &dir))
+}
+
+/// The file `--validate` writes its evidence to, and `--replay` reads from
+/// a directory: gzip-compressed JSON lines, since a profile of `kernbench`
+/// alone is megabytes of steps.
+const EVIDENCE: &str = "evidence.jsonl.gz";
+
+fn write_evidence(path: &Path, evidence: &[Evidence]) -> Result<(), LabError> {
+    let failed = |e: std::io::Error| LabError(format!("writing {}: {e}", path.display()));
+    let file = std::fs::File::create(path).map_err(failed)?;
+    let mut gz = GzEncoder::new(io::BufWriter::new(file), Compression::default());
+    for e in evidence {
+        serde_json::to_writer(&mut gz, e).map_err(|e| LabError(e.to_string()))?;
+        gz.write_all(b"\n").map_err(failed)?;
+    }
+    gz.finish().and_then(|mut w| w.flush()).map_err(failed)
+}
+
+/// Reads evidence from `from`: a directory (its `evidence.jsonl.gz`), a
+/// `.gz` file, or plain JSON lines.
+fn read_evidence(from: &Path) -> Result<Vec<Evidence>, LabError> {
+    let path = if from.is_dir() {
+        from.join(EVIDENCE)
+    } else {
+        from.to_path_buf()
+    };
+    let failed = |e: std::io::Error| LabError(format!("--replay: reading {}: {e}", path.display()));
+    let file = std::fs::File::open(&path).map_err(failed)?;
+    let mut text = String::new();
+    if path.extension().is_some_and(|x| x == "gz") {
+        GzDecoder::new(file).read_to_string(&mut text)
+    } else {
+        io::BufReader::new(file).read_to_string(&mut text)
+    }
+    .map_err(failed)?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str::<Evidence>(l)
+                .map_err(|e| LabError(format!("--replay: {} line {}: {e}", path.display(), i + 1)))
+        })
+        .collect()
+}
+
+/// `--bound` must be a positive fraction.
+fn check_bound(args: &ProjectArgs) -> Result<(), LabError> {
+    if args.bound.is_finite() && args.bound > 0.0 {
+        Ok(())
+    } else {
+        Err(LabError(format!(
+            "--bound: {} (expected a positive fraction)",
+            args.bound
+        )))
+    }
+}
+
+/// `--replay`: an earlier validation's evidence predicted again.
+fn replay(args: &ProjectArgs, from: &Path) -> Result<bool, LabError> {
+    check_bound(args)?;
+    let evidence = read_evidence(from)?;
+    let first = evidence
+        .first()
+        .ok_or_else(|| LabError(format!("--replay: {} holds no evidence", from.display())))?;
+    let point = first.points.first().ok_or_else(|| {
+        LabError(format!(
+            "--replay: {} line 1: no worker counts",
+            from.display()
+        ))
+    })?;
+    let machine = point.machines.first().cloned().ok_or_else(|| {
+        LabError(format!(
+            "--replay: {} line 1: no machine description",
+            from.display()
+        ))
+    })?;
+    let method = Method {
+        spin_budget_ns: point.sim.spin_budget_ns,
+        ..args.method()?
+    };
+    let rows = project::replay(&evidence)?;
+    if args.json {
+        let mut out = String::new();
+        for r in &rows {
+            out.push_str(&serde_json::to_string(r).map_err(|e| LabError(e.to_string()))?);
+            out.push('\n');
+        }
+        io::stdout()
+            .lock()
+            .write_all(out.as_bytes())
+            .map_err(|e| LabError(format!("writing results: {e}")))?;
+    }
+    let dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("vmbench-results/replay"));
+    report_validation(args, &dir, &rows, &machine, &method, false)?;
+    Ok(finish(args, &rows, &dir))
+}
+
+/// Writes a validation's report (validation.jsonl, validation.md,
+/// machine.json) into `dir`, and prints it unless `--json`.
+fn report_validation(
+    args: &ProjectArgs,
+    dir: &Path,
+    rows: &[Validation],
+    m: &Machine,
+    method: &Method,
+    remeasured: bool,
+) -> Result<(), LabError> {
     let mut report = format!(
         "{}\nPredicted on {} ({}: {:.1} ns per line transfer in a complex, overlap {:.1}, futex wake-up {:.0} ns, sleep and wake {:.0} ns, the waker's call {:.0} ns) with the lab's rwsem, which spins {:.0} ns before it sleeps.\n",
-        validation_markdown(&rows, args.bound),
+        validation_markdown(rows, args.bound),
         m.name,
         m.source,
         m.ccx_ns,
@@ -354,9 +493,9 @@ fn validate(args: &ProjectArgs) -> Result<bool, LabError> {
         m.wake_ns,
         m.sleep_ns,
         m.waker_cost_ns(),
-        config.method.spin_budget_ns.unwrap_or(0.0)
+        method.spin_budget_ns.unwrap_or(0.0)
     );
-    if remeasure.is_some() {
+    if remeasured {
         let mut ns: Vec<f64> = rows
             .iter()
             .flat_map(|r| r.transfer_ns.iter().copied())
@@ -370,29 +509,29 @@ fn validate(args: &ProjectArgs) -> Result<bool, LabError> {
             ));
         }
     }
-    let dir = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("vmbench-results/validate"));
-    std::fs::create_dir_all(&dir)
+    std::fs::create_dir_all(dir)
         .map_err(|e| LabError(format!("creating {}: {e}", dir.display())))?;
     let mut jsonl = String::new();
-    for r in &rows {
+    for r in rows {
         jsonl.push_str(&serde_json::to_string(r).map_err(|e| LabError(e.to_string()))?);
         jsonl.push('\n');
     }
-    let write_file = |path: &std::path::Path, text: &str| {
-        vmresults::output::write_file(path, text).map_err(LabError::from)
-    };
+    let write_file =
+        |path: &Path, text: &str| vmresults::output::write_file(path, text).map_err(LabError::from);
     write_file(&dir.join("validation.jsonl"), &jsonl)?;
     write_file(&dir.join("validation.md"), &report)?;
     write_file(
         &dir.join("machine.json"),
-        &serde_json::to_string_pretty(&config.machine).map_err(|e| LabError(e.to_string()))?,
+        &serde_json::to_string_pretty(m).map_err(|e| LabError(e.to_string()))?,
     )?;
     if !args.json {
         println!("{report}");
     }
+    Ok(())
+}
+
+/// Says how many predictions missed; true when none did.
+fn finish(args: &ProjectArgs, rows: &[Validation], dir: &Path) -> bool {
     let over = rows.iter().filter(|r| r.error.abs() > args.bound).count();
     eprintln!(
         "vmbench project --validate: {} predictions, {over} outside ±{:.0} %; results in {}",
@@ -400,5 +539,5 @@ fn validate(args: &ProjectArgs) -> Result<bool, LabError> {
         args.bound * 100.0,
         dir.display()
     );
-    Ok(over == 0)
+    over == 0
 }

@@ -21,7 +21,7 @@ use mm::lock::LockKind;
 use mm::policy::ImapDesign;
 use mm::topology::Topology;
 use mm::IndexKind;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use vmproject::sim::{self, Breakdown};
 use vmproject::{LockClass, Machine, Profile};
 
@@ -290,7 +290,7 @@ pub struct ValidateConfig {
 }
 
 /// One prediction against its measurement.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Validation {
     /// The workload.
     pub workload: String,
@@ -331,15 +331,116 @@ pub struct Validation {
     /// `(predicted - measured) / measured`.
     pub error: f64,
     /// `ops/s`.
-    pub unit: &'static str,
+    pub unit: String,
+}
+
+/// Everything one configuration's predictions were computed from: its
+/// calibrated profile and, per worker count, the simulation's
+/// configuration and each run's machine description, beside the
+/// measurements they were compared with.
+///
+/// `vmbench project --validate` writes these (`evidence.jsonl.gz`, one
+/// configuration a line) so that a later model can be checked against the
+/// same measurements without running anything again ([`replay`]): a
+/// machine lent for a few minutes (16 cores, say) is measured once, and
+/// every change to the simulation afterwards is judged on its figures.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Evidence {
+    /// The profile, calibrated to the median one-worker rate.
+    pub profile: Profile,
+    /// One per worker count, ascending.
+    pub points: Vec<EvidencePoint>,
+}
+
+/// One worker count of an [`Evidence`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EvidencePoint {
+    /// The prediction and the measurements, as reported.
+    pub validation: Validation,
+    /// The simulation's configuration.
+    pub sim: sim::Config,
+    /// The machine description of each measured run, in run order.
+    pub machines: Vec<Machine>,
+}
+
+/// The simulated throughput of `profile` under `sim_config` on each of
+/// `machines`, ascending.
+fn predictions(
+    profile: &Profile,
+    machines: &[Machine],
+    sim_config: &sim::Config,
+) -> Result<Vec<f64>, LabError> {
+    let mut runs = machines
+        .iter()
+        .map(|machine| {
+            sim::simulate(profile, machine, sim_config)
+                .map(|r| r.ops_per_sec)
+                .map_err(|e| {
+                    LabError(format!(
+                        "{} {} {} x{}: {e}",
+                        profile.workload, profile.index, profile.imap, sim_config.cpus
+                    ))
+                })
+        })
+        .collect::<Result<Vec<f64>, LabError>>()?;
+    runs.sort_by(f64::total_cmp);
+    Ok(runs)
+}
+
+/// Predicts every piece of `evidence` again with this build's simulation
+/// and compares it with the measurements recorded beside it; nothing is
+/// run. The rows are [`validate`]'s, with `predicted`, `predicted_runs`
+/// and `error` recomputed.
+///
+/// ```
+/// # use vmlab::project::replay;
+/// // No evidence, no rows.
+/// assert!(replay(&[]).unwrap().is_empty());
+/// ```
+pub fn replay(evidence: &[Evidence]) -> Result<Vec<Validation>, LabError> {
+    let mut rows = Vec::new();
+    for e in evidence {
+        e.profile
+            .validate()
+            .map_err(|err| LabError(err.to_string()))?;
+        for p in &e.points {
+            let v = &p.validation;
+            if p.machines.is_empty() {
+                return Err(LabError(format!(
+                    "{} {} x{}: no machine description",
+                    v.workload, v.config, v.cpus
+                )));
+            }
+            if !(v.measured.is_finite() && v.measured > 0.0) {
+                return Err(LabError(format!(
+                    "{} {} x{}: measured {} ops/s (expected a positive rate)",
+                    v.workload, v.config, v.cpus, v.measured
+                )));
+            }
+            for m in &p.machines {
+                m.validate().map_err(|err| LabError(err.to_string()))?;
+            }
+            let predicted_runs = predictions(&e.profile, &p.machines, &p.sim)?;
+            let predicted = median(&predicted_runs);
+            rows.push(Validation {
+                predicted,
+                predicted_runs,
+                error: (predicted - v.measured) / v.measured,
+                ..v.clone()
+            });
+        }
+    }
+    Ok(rows)
 }
 
 /// Predicts every configuration at every worker count on this machine
-/// from its one-worker profile, measures it, and reports both.
+/// from its one-worker profile, measures it, and reports both: `on_row`
+/// sees each prediction as it is made, and the result is every
+/// configuration's [`Evidence`], its rows inside.
 pub fn validate(
     config: &ValidateConfig,
     on_row: &mut dyn FnMut(&Validation),
-) -> Result<Vec<Validation>, LabError> {
+) -> Result<Vec<Evidence>, LabError> {
     config
         .machine
         .validate()
@@ -408,19 +509,13 @@ pub fn validate(
         } else {
             vec![profile.ops_per_sec]
         };
+        let mut points = Vec::with_capacity(counts.len() - 1);
         for (k, &cpus) in counts.iter().enumerate().skip(1) {
             let sim_config = config.method.sim(&profile, cpus, None);
-            let mut predicted_runs = described[k]
-                .iter()
-                .map(|machine| {
-                    sim::simulate(&profile, machine, &sim_config)
-                        .map(|r| r.ops_per_sec)
-                        .map_err(|e| LabError(format!("{workload} {design}: {e}")))
-                })
-                .collect::<Result<Vec<f64>, LabError>>()?;
-            predicted_runs.sort_by(f64::total_cmp);
+            let machines = std::mem::take(&mut described[k]);
+            let predicted_runs = predictions(&profile, &machines, &sim_config)?;
             let predicted = median(&predicted_runs);
-            let transfer_ns = described[k].iter().map(|m| m.ccx_ns).collect();
+            let transfer_ns = machines.iter().map(|m| m.ccx_ns).collect();
             let measured_runs = std::mem::take(&mut runs[k]);
             let measured = median(&measured_runs);
             let row = Validation {
@@ -440,11 +535,16 @@ pub fn validate(
                 measured,
                 measured_runs,
                 error: (predicted - measured) / measured,
-                unit: "ops/s",
+                unit: "ops/s".to_string(),
             };
             on_row(&row);
-            out.push(row);
+            points.push(EvidencePoint {
+                validation: row,
+                sim: sim_config,
+                machines,
+            });
         }
+        out.push(Evidence { profile, points });
     }
     Ok(out)
 }

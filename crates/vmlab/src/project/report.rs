@@ -372,7 +372,7 @@ mod tests {
             measured: median(measured),
             measured_runs: measured.to_vec(),
             error: (predicted - median(measured)) / median(measured),
-            unit: "ops/s",
+            unit: "ops/s".to_string(),
         }
     }
 
