@@ -2,13 +2,12 @@
 //! lines, plots and page of a projection, and `--validate`'s report.
 
 use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
 use flate2::Compression;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
-
 use mm::lock::LockKind;
 use mm::policy::ImapDesign;
 use mm::IndexKind;
@@ -380,15 +379,21 @@ fn validate(args: &ProjectArgs) -> Result<bool, LabError> {
 /// alone is megabytes of steps.
 const EVIDENCE: &str = "evidence.jsonl.gz";
 
+/// Writes `evidence` to `path` as gzip-compressed JSON lines, replacing
+/// the file only once it is complete (as every results file is).
 fn write_evidence(path: &Path, evidence: &[Evidence]) -> Result<(), LabError> {
-    let failed = |e: std::io::Error| LabError(format!("writing {}: {e}", path.display()));
-    let file = std::fs::File::create(path).map_err(failed)?;
-    let mut gz = GzEncoder::new(io::BufWriter::new(file), Compression::default());
+    let mut gz = GzEncoder::new(Vec::new(), Compression::default());
     for e in evidence {
         serde_json::to_writer(&mut gz, e).map_err(|e| LabError(e.to_string()))?;
-        gz.write_all(b"\n").map_err(failed)?;
+        gz.write_all(b"\n")
+            .map_err(|e| LabError(format!("compressing {}: {e}", path.display())))?;
     }
-    gz.finish().and_then(|mut w| w.flush()).map_err(failed)
+    let bytes = gz
+        .finish()
+        .map_err(|e| LabError(format!("compressing {}: {e}", path.display())))?;
+    let mut out = vmresults::output::OutputFile::create(path)?;
+    out.write_all(&bytes)?;
+    Ok(out.commit()?)
 }
 
 /// Reads evidence from `from`: a directory (its `evidence.jsonl.gz`), a
@@ -469,7 +474,13 @@ fn replay(args: &ProjectArgs, from: &Path) -> Result<bool, LabError> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("vmbench-results/replay"));
-    report_validation(args, &dir, &rows, &machine, &method, false)?;
+    // Whether the runs were predicted with descriptions of their own
+    // minutes (`--machine host`), as the report then says.
+    let remeasured = evidence
+        .iter()
+        .flat_map(|e| &e.points)
+        .any(|p| p.machines.windows(2).any(|w| w[0] != w[1]));
+    report_validation(args, &dir, &rows, &machine, &method, remeasured)?;
     Ok(finish(args, &rows, &dir))
 }
 
