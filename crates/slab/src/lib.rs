@@ -91,7 +91,8 @@ impl Pool {
         // Checked here, in const evaluation, so that a pool in a `static`
         // with a chunk too large for a `Layout` does not compile, rather
         // than panicking at its first allocation.
-        let chunk = match block.next_multiple_of(align).checked_mul(chunk_blocks) {
+        let block = block.next_multiple_of(align);
+        let chunk = match block.checked_mul(chunk_blocks) {
             Some(bytes) => bytes,
             None => panic!("a chunk's size overflows usize"),
         };
@@ -100,7 +101,7 @@ impl Pool {
             "a chunk is larger than a Layout allows"
         );
         Pool {
-            block: block.next_multiple_of(align),
+            block,
             align,
             chunk_blocks,
             exact,

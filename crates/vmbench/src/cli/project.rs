@@ -460,14 +460,9 @@ fn replay(args: &ProjectArgs, from: &Path) -> Result<bool, LabError> {
     };
     let rows = project::replay(&evidence)?;
     if args.json {
-        let mut out = String::new();
-        for r in &rows {
-            out.push_str(&serde_json::to_string(r).map_err(|e| LabError(e.to_string()))?);
-            out.push('\n');
-        }
         io::stdout()
             .lock()
-            .write_all(out.as_bytes())
+            .write_all(json_lines(&rows)?.as_bytes())
             .map_err(|e| LabError(format!("writing results: {e}")))?;
     }
     let dir = args
@@ -522,11 +517,7 @@ fn report_validation(
     }
     std::fs::create_dir_all(dir)
         .map_err(|e| LabError(format!("creating {}: {e}", dir.display())))?;
-    let mut jsonl = String::new();
-    for r in rows {
-        jsonl.push_str(&serde_json::to_string(r).map_err(|e| LabError(e.to_string()))?);
-        jsonl.push('\n');
-    }
+    let jsonl = json_lines(rows)?;
     let write_file =
         |path: &Path, text: &str| vmresults::output::write_file(path, text).map_err(LabError::from);
     write_file(&dir.join("validation.jsonl"), &jsonl)?;
@@ -539,6 +530,16 @@ fn report_validation(
         println!("{report}");
     }
     Ok(())
+}
+
+/// One JSON object a line.
+fn json_lines(rows: &[Validation]) -> Result<String, LabError> {
+    let mut out = String::new();
+    for r in rows {
+        out.push_str(&serde_json::to_string(r).map_err(|e| LabError(e.to_string()))?);
+        out.push('\n');
+    }
+    Ok(out)
 }
 
 /// Says how many predictions missed; true when none did.

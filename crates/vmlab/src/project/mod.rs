@@ -399,10 +399,8 @@ fn predictions(
 /// ```
 pub fn replay(evidence: &[Evidence]) -> Result<Vec<Validation>, LabError> {
     let mut rows = Vec::new();
+    // `sim::simulate` checks each profile and machine description itself.
     for e in evidence {
-        e.profile
-            .validate()
-            .map_err(|err| LabError(err.to_string()))?;
         for p in &e.points {
             let v = &p.validation;
             if p.machines.is_empty() {
@@ -416,9 +414,6 @@ pub fn replay(evidence: &[Evidence]) -> Result<Vec<Validation>, LabError> {
                     "{} {} x{}: measured {} ops/s (expected a positive rate)",
                     v.workload, v.config, v.cpus, v.measured
                 )));
-            }
-            for m in &p.machines {
-                m.validate().map_err(|err| LabError(err.to_string()))?;
             }
             let predicted_runs = predictions(&e.profile, &p.machines, &p.sim)?;
             let predicted = median(&predicted_runs);
