@@ -49,7 +49,7 @@
 use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::itree::{Itree, ItreeKind};
 use crate::lock::{LockKind, RwSem};
@@ -206,20 +206,48 @@ impl AnonLink {
         }
     }
 
-    /// `anon_vma_prepare`: link a VMA covering `pages` to `anon_vma` (a
-    /// neighbour's) or to a new family's root.
+    /// `anon_vma_prepare`, first half: a link for a VMA covering `pages`
+    /// to `anon_vma` (a neighbour's) or to a new family's root, not yet
+    /// linked into any tree. [`install`](AnonLink::install) gives it to
+    /// the VMA.
     pub(crate) fn prepare(
         anon_vma: Option<Arc<AnonVma>>,
         lock: LockKind,
         pages: Pages,
     ) -> AnonLink {
         let anon_vma = anon_vma.unwrap_or_else(|| AnonVma::new_root(lock));
-        let link = AnonLink {
+        AnonLink {
             chain: Arc::from([Arc::clone(&anon_vma)]),
             anon_vma,
             avc: Avc::new(pages.0, pages.1),
-        };
-        link.link_all(&mut link.anon_vma.family.write());
+        }
+    }
+
+    /// `anon_vma_prepare`, second half: makes this prepared link `cell`'s
+    /// (a VMA's) unless a racing fault's link got there first, and returns
+    /// the link in force.
+    ///
+    /// As in the kernel, racing faults of one VMA each prepare a link, and
+    /// the first to store it wins; the others discard theirs, which no
+    /// tree holds yet. None of them sleeps waiting for another's
+    /// preparation: the kernel's check-and-store is a few instructions
+    /// under `mm->page_table_lock`, a spinlock. (With the cell's own
+    /// `get_or_init` running the whole preparation, the second of two
+    /// threads faulting one VMA slept on a futex until the first was done:
+    /// at 2 threads that made malloc1, whose two threads' mappings merge
+    /// into one VMA, sleep at every operation.) The winner links its entry
+    /// while it holds the family's lock, so anyone who takes that lock
+    /// finds the VMA linked once its link is visible.
+    pub(crate) fn install(self, cell: &OnceLock<AnonLink>) -> &AnonLink {
+        let family = Arc::clone(&self.anon_vma.family);
+        let mut family = family.write();
+        let mine = Arc::clone(&self.avc);
+        // The closure only moves the prepared link in: the cell is busy
+        // for a store's length, not for a preparation's.
+        let link = cell.get_or_init(|| self);
+        if Arc::ptr_eq(&link.avc, &mine) {
+            link.link_all(&mut family);
+        }
         link
     }
 

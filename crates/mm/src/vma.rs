@@ -218,11 +218,14 @@ impl Vma {
         self.anon.get()
     }
 
-    /// Set the anon_vma link, made by `make`, unless one is set (by a
-    /// racing fault); returns the link in force. Only the winner's `make`
-    /// runs, so only one link is ever made, and linked, per VMA.
+    /// Sets the anon_vma link, prepared by `make`, unless one is set;
+    /// returns the link in force. Racing faults may each prepare one; only
+    /// the first installed is linked (see [`AnonLink::install`]).
     pub(crate) fn set_anon_with(&self, make: impl FnOnce() -> AnonLink) -> &AnonLink {
-        self.anon.get_or_init(make)
+        match self.anon.get() {
+            Some(link) => link,
+            None => make().install(&self.anon),
+        }
     }
 
     /// The link of a VMA not yet published, to finalise it.

@@ -152,3 +152,54 @@ fn inserts_start_moves_and_imports_take_the_lock_even_with_the_rule() {
     );
     m.validate().unwrap();
 }
+
+/// Threads whose first write faults race on one VMA (as malloc1's threads
+/// do once their mappings merge) each prepare a link, and only the first
+/// installed is linked: the neighbour's anon_vma, which every racer
+/// picks, ends up with exactly one entry for the VMA, however the race
+/// went. A loser's link that was linked too would show as a second entry.
+#[test]
+fn racing_first_faults_link_one_entry_for_the_vma() {
+    const THREADS: usize = 4;
+    let rounds = if cfg!(miri) { 2 } else { 200 };
+    let mm = mm(true);
+    let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+    let rw = Prot::READ | Prot::WRITE;
+    let len = THREADS as u64 * PAGE_SIZE;
+    // The neighbour: faulted, so it has the anon_vma the racers reuse.
+    let below = mm.mmap(0, len, rw, anon, None, 0).unwrap();
+    mm.fault(below, Access::Write).unwrap();
+    let shared = mm.find_vma(below).unwrap().anon().unwrap().anon_vma.clone();
+    let barrier = std::sync::Barrier::new(THREADS);
+    for round in 0..rounds {
+        // Right above the neighbour; executable too, so it stays a VMA of
+        // its own (no merge) that may still take the neighbour's anon_vma.
+        let at = below + len;
+        let got = mm
+            .mmap(at, len, rw | Prot::EXEC, anon | MapFlags::FIXED, None, 0)
+            .unwrap();
+        assert_eq!(got, at);
+        std::thread::scope(|s| {
+            for t in 0..THREADS as u64 {
+                let (mm, barrier) = (&mm, &barrier);
+                s.spawn(move || {
+                    barrier.wait();
+                    mm.fault(at + t * PAGE_SIZE, Access::Write).unwrap();
+                });
+            }
+        });
+        let vma = mm.find_vma(at).unwrap();
+        let link = vma.anon().expect("the faults gave the VMA a link");
+        assert!(
+            Arc::ptr_eq(&link.anon_vma, &shared),
+            "round {round}: the racers reuse the neighbour's anon_vma"
+        );
+        let first = at >> 12;
+        assert_eq!(
+            shared.entries(),
+            vec![(below >> 12, (below >> 12) + 3), (first, first + 3)],
+            "round {round}: one entry per VMA"
+        );
+        mm.munmap(at, len).unwrap();
+    }
+}

@@ -23,7 +23,9 @@
 //!   keeps a reader stream from starving a queued writer: a reader does
 //!   not join other readers while anyone is queued. A userspace lock
 //!   cannot see whether its holder is on a CPU, so "the owner runs" is
-//!   approximated by "the lock is held and the spin budget is not spent".
+//!   approximated by "the lock is held and the spin budget is not spent";
+//!   the budget (`SPIN_ROUNDS`) is long enough that a running holder
+//!   does not send spinners to sleep.
 //! - Step 2, sleep: enqueue under the queue mutex, set `WAITERS`, then try
 //!   to grant the lock right away (it may have been released before
 //!   `WAITERS` was visible: the release saw no waiters and will not wake
@@ -77,10 +79,22 @@ const READERS: u32 = !(READER - 1);
 /// guards could get there, and waiting beats wrapping into the flag bits.
 const MAX_READERS: u32 = READERS >> 3;
 
-/// Optimistic spin rounds before sleeping. Small under the model checker
-/// and Miri, where every round is a step to explore or interpret.
+/// Optimistic spin rounds before sleeping: about 0.1 ms here
+/// ([`RawRwSem::spin_budget_ns`] measures it).
+///
+/// The kernel's writer spins for as long as the owner is on a CPU. The
+/// budget stands in for that, and it must outlast a holder that releases
+/// the lock and takes it again within nanoseconds, as a thread making one
+/// `mmap`/`munmap` after another does: the spinner rarely sees that
+/// release. With 256 rounds (7 µs) the spinner gave up and slept, and
+/// from then on it was woken at a release, found the lock taken again,
+/// and slept again, a futex wake-up and sleep per try; two threads of
+/// malloc1 or mmap1 on one address space then ran at 0.25–0.54x of one
+/// thread, below the kernel's 0.39–0.84x on the same machine
+/// (docs/RESULTS.md, "The lab's own sleeps"). Small under the model
+/// checker and Miri, where every round is a step to explore or interpret.
 #[cfg(not(any(vmscale_shuttle, miri)))]
-const SPIN_ROUNDS: u32 = 256;
+const SPIN_ROUNDS: u32 = 4096;
 #[cfg(any(vmscale_shuttle, miri))]
 const SPIN_ROUNDS: u32 = 2;
 
