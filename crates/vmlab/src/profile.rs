@@ -10,6 +10,18 @@
 //! once per CPU ([`Scope::Worker`]); an i_mmap group's lock is one per
 //! group ([`Scope::Group`]) either way. Worker 0's operations become the
 //! profile's steps, their run times scaled to the measured throughput.
+//!
+//! In threads mode the two workers' calls also meet, as the sequential
+//! recording never lets them: their anonymous mappings merge into one
+//! VMA that both then fault in and split, a `brk` finds the break where
+//! the other worker just put it. So [`record`] also runs the two workers
+//! taking turns call by call on one thread, measures that throughput
+//! without the recorder, and records it: the profile's
+//! [`interleaved`](Profile::interleaved) operations, worker 0's and
+//! worker 1's in turn, their run times scaled to that throughput, which
+//! the projection runs at two CPUs or more. The instances of the VMA the
+//! two share (remade at every merge and split, with its anon_vma) are
+//! one lock there.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -35,6 +47,22 @@ type Ops = Vec<Vec<Event>>;
 
 /// The mark the recorder gets at each operation boundary.
 const OP: u64 = 1;
+
+/// How many times the operations asked for each worker records when two
+/// take turns ([`record_interleaved`]): their operations differ from one
+/// turn to the next (a merge, a split, a call that finds the other's
+/// work done), and with 64 each the threads-mode validation's median
+/// error was 22 %, with 512 15 % (`docs/projection.md`, "When the
+/// threads' calls meet").
+const TURNS_OPS_FACTOR: usize = 4;
+
+/// The marks that say whose call the events after them belong to, when
+/// two workers take turns ([`record_interleaved`]).
+const CALL: [u64; 2] = [2, 3];
+
+/// The mark that ends a turn: what follows until the next [`CALL`] mark
+/// (changing the thread's CPU identity) is no worker's time.
+const PAUSE: u64 = 4;
 
 /// Records `ops` operations of `spec`'s workload at one worker (see the
 /// [module docs](self)). `timing` is the one-worker throughput
@@ -102,8 +130,20 @@ fn record_one(spec: &Spec, ops: usize, timing: &Timing) -> Result<Profile, LabEr
     });
     let (first, second) = recorded.map_err(err)?;
     // (3) Scopes, (4) steps.
-    let mut profile = convert(spec, rate, &first, &second);
+    let mut profile = convert(spec, rate, &first, &second, false);
     profile.calibrate();
+    // (5) Threads mode: the two workers again, taking turns call by call.
+    if spec.mode == Mode::Threads {
+        let recorded = std::thread::scope(|s| {
+            s.spawn(|| record_interleaved(&two, ops * TURNS_OPS_FACTOR, timing))
+                .join()
+                .unwrap_or_else(|_| Err("the recording thread panicked".to_string()))
+        });
+        let (turns_rate, first, second) = recorded.map_err(err)?;
+        let mut together = convert(spec, turns_rate, &first, &second, true);
+        together.calibrate();
+        profile.interleaved = Some(Box::new(together));
+    }
     Ok(profile)
 }
 
@@ -156,6 +196,153 @@ fn record_two(spec: &Spec, ops: usize, warmup: Duration) -> Result<(Ops, Ops), S
     job0.finish()?;
     job1.finish()?;
     Ok((split(first), split(second)))
+}
+
+/// The throughput of two workers of a threads-mode fixture taking turns
+/// call by call ([`Job::call_in`]) on this thread, measured without the
+/// recorder as the one-worker rate is, and then their events, in one
+/// recording, each worker's split at its operation boundaries: the
+/// profile's view of two workers that run at once.
+///
+/// The sequential recording ([`record_two`]) never lets the workers'
+/// calls meet. When they run at once they do: two threads' anonymous
+/// mappings are neighbours and merge into one VMA, whose lock and
+/// anon_vma both threads then take (and each `munmap` splits), as in the
+/// kernel; two threads' `brk` calls find the break already where they
+/// move it. Taking turns is the most interleaved order; each worker's
+/// clock stops while the other makes its call. The thread is pinned to
+/// worker 0's CPU and takes worker 1's CPU as its identity (not its
+/// place) for worker 1's calls, where the two are on different nodes
+/// (the node is what the model asks of it); the time that takes is no
+/// worker's in the recording, but the measured rate includes it.
+fn record_interleaved(spec: &Spec, ops: usize, timing: &Timing) -> Result<(f64, Ops, Ops), String> {
+    let warmup = timing.warmup;
+    let fixture = Fixture::build(spec)?;
+    let mut jobs = [fixture.job(0)?, fixture.job(1)?];
+    let (vcpu0, pin0) = spec.vcpu(0);
+    let (vcpu1, pin1) = spec.vcpu(1);
+    let vcpus = [vcpu0, vcpu1];
+    let t = &spec.topology;
+    let switch = t.node_of(vcpu0) != t.node_of(vcpu1);
+    let as_worker = |k: usize, pin: bool| {
+        if !(pin || switch) {
+            return Ok(());
+        }
+        topology::bind(t, vcpus[k], pin).map_err(|e| format!("binding to CPU {}: {e}", vcpus[k]))
+    };
+    // As in `record_two`: a second thread puts the address space in the
+    // mode its threads run it in.
+    std::thread::scope(|s| {
+        s.spawn(|| -> Result<(), String> {
+            topology::bind(&spec.topology, vcpu1, pin1)
+                .map_err(|e| format!("binding to CPU {vcpu1}: {e}"))?;
+            let warmed = warm(&mut jobs[1], warmup, false);
+            topology::unbind();
+            warmed
+        })
+        .join()
+        .unwrap_or_else(|_| Err("worker 1's warm-up panicked".to_string()))
+    })?;
+    let result = (|| -> Result<(f64, Vec<Event>), String> {
+        as_worker(0, pin0)?;
+        let guard = maple::pin();
+        // Rounds of one call each until `until`, and on to a round that
+        // ends an operation of both (they keep in step: both start between
+        // operations and make as many calls per operation), so that the
+        // recording begins with whole operations.
+        let mut turns = |until: std::time::Instant| -> Result<u64, String> {
+            let (mut done, mut between) = (0, true);
+            while !between || std::time::Instant::now() < until {
+                between = true;
+                for (k, job) in jobs.iter_mut().enumerate() {
+                    as_worker(k, false)?;
+                    let n = job.call_in(&guard)?;
+                    done += n;
+                    between &= n > 0;
+                }
+            }
+            Ok(done)
+        };
+        let now = std::time::Instant::now;
+        turns(now() + warmup)?;
+        let since = now();
+        let done = turns(since + timing.duration)?;
+        let rate = done as f64 / since.elapsed().as_secs_f64();
+        if !(rate.is_finite() && rate > 0.0) {
+            return Err(format!(
+                "two workers taking turns ran no operations in {:?}",
+                timing.duration
+            ));
+        }
+        profile::start();
+        for (k, &call) in CALL.iter().enumerate() {
+            profile::mark(PAUSE);
+            as_worker(k, false)?;
+            profile::mark(call);
+            profile::mark(OP);
+        }
+        let mut done = [0u64; 2];
+        while done.iter().any(|&d| d < ops as u64) {
+            for (k, job) in jobs.iter_mut().enumerate() {
+                profile::mark(PAUSE);
+                as_worker(k, false)?;
+                profile::mark(CALL[k]);
+                let n = job.call_in(&guard)?;
+                if n > 0 {
+                    done[k] += n;
+                    profile::mark(OP);
+                }
+            }
+        }
+        Ok((rate, profile::take()))
+    })();
+    let _ = profile::stop();
+    topology::unbind();
+    let (rate, events) = result?;
+    for job in &mut jobs {
+        job.finish()?;
+    }
+    let [first, second] = demux(events);
+    Ok((rate, split(first), split(second)))
+}
+
+/// Each worker's events of a recording in which two took turns
+/// ([`CALL`] marks say whose turn begins, [`PAUSE`] marks end one), with
+/// each worker's clock stopped while it was not its turn.
+fn demux(events: Vec<Event>) -> [Vec<Event>; 2] {
+    let mut out = [Vec::new(), Vec::new()];
+    let mut turn: Option<usize> = None;
+    // Per worker: the time spent in the other's turns so far, and when
+    // its last turn ended.
+    let mut away = [Duration::ZERO; 2];
+    let mut left: [Option<Duration>; 2] = [None; 2];
+    for e in events {
+        if let What::Mark(m) = e.what {
+            if m == PAUSE {
+                if let Some(t) = turn.take() {
+                    left[t] = Some(e.at);
+                }
+                continue;
+            }
+            if let Some(k) = CALL.iter().position(|&c| c == m) {
+                if let Some(t) = turn {
+                    left[t] = Some(e.at);
+                }
+                if let Some(l) = left[k] {
+                    away[k] += e.at.saturating_sub(l);
+                }
+                turn = Some(k);
+                continue;
+            }
+        }
+        if let Some(t) = turn {
+            out[t].push(Event {
+                at: e.at.saturating_sub(away[t]),
+                ..e
+            });
+        }
+    }
+    out
 }
 
 /// Steps `job` for `warmup` (at least one step), dropping what the
@@ -247,14 +434,21 @@ fn instances(ops: &[Vec<Event>], into: &mut HashMap<u64, Seen>) -> HashSet<u64> 
     mine
 }
 
-/// The profile of worker 0's operations.
+/// The profile of worker 0's operations, or with `both`, of worker 0's
+/// and worker 1's in turn (operation 0 of each, then operation 1, ...).
 ///
 /// Every [`Scope::Shared`] or [`Scope::Group`] instance is a lock of its
 /// own in [`Profile::locks`]. Instances one worker alone takes are never
 /// contended, so they are pooled: within an operation, each gets the
 /// first lock of its class and scope that no other instance holds at the
 /// time (brk1's VMA locks, new every operation, are one lock).
-fn convert(spec: &Spec, rate: f64, first: &[Vec<Event>], second: &[Vec<Event>]) -> Profile {
+fn convert(
+    spec: &Spec,
+    rate: f64,
+    first: &[Vec<Event>],
+    second: &[Vec<Event>],
+    both: bool,
+) -> Profile {
     let mut seen = HashMap::new();
     let mine = instances(first, &mut seen);
     let theirs = instances(second, &mut seen);
@@ -271,7 +465,17 @@ fn convert(spec: &Spec, rate: f64, first: &[Vec<Event>], second: &[Vec<Event>]) 
     let mut locks: Vec<LockRef> = Vec::new();
     let mut shared: HashMap<u64, u32> = HashMap::new();
     let mut ops = Vec::with_capacity(first.len());
-    for events in first {
+    let order: Vec<&Vec<Event>> = if both {
+        let mut v = Vec::with_capacity(first.len() + second.len());
+        for i in 0..first.len().max(second.len()) {
+            v.extend(first.get(i));
+            v.extend(second.get(i));
+        }
+        v
+    } else {
+        first.iter().collect()
+    };
+    for events in order {
         // Instance -> (lock index, holds deep) in this operation.
         let mut held: HashMap<u64, (u32, u32)> = HashMap::new();
         let mut steps = Vec::new();
@@ -295,17 +499,24 @@ fn convert(spec: &Spec, rate: f64, first: &[Vec<Event>], second: &[Vec<Event>]) 
                         continue;
                     }
                     let sc = scope(lock);
-                    let index = if sc == Scope::Worker {
+                    // Workers taking turns remake the VMA they share (its
+                    // lock and anon_vma come and go with it) at every
+                    // call that merges or splits it: at any time it is
+                    // one VMA, so its successive instances are one lock.
+                    let remade = both
+                        && sc == Scope::Shared
+                        && matches!(class(c), LockClass::VmaLock | LockClass::AnonVma);
+                    let index = if sc == Scope::Worker || remade {
                         let c = class(c);
                         let busy: HashSet<u32> = held.values().map(|h| h.0).collect();
                         let free = locks.iter().enumerate().position(|(i, l)| {
-                            l.class == c && l.scope == Scope::Worker && !busy.contains(&(i as u32))
+                            l.class == c && l.scope == sc && !busy.contains(&(i as u32))
                         });
                         free.map(|i| i as u32).unwrap_or_else(|| {
                             locks.push(LockRef {
                                 class: c,
                                 kind: kind(c, spec.design.lock),
-                                scope: Scope::Worker,
+                                scope: sc,
                             });
                             locks.len() as u32 - 1
                         })
@@ -371,6 +582,7 @@ fn convert(spec: &Spec, rate: f64, first: &[Vec<Event>], second: &[Vec<Event>]) 
         locks,
         ops,
         converts_to: None,
+        interleaved: None,
     }
 }
 
@@ -465,6 +677,69 @@ mod tests {
         assert_eq!(scopes(&p, LockClass::MmapLock), vec![Scope::Worker]);
         assert!(lines(&p, LockClass::MmapLock) > 0);
         assert!((p.mean_op_ns() - 1e9 / p.ops_per_sec).abs() < 1e-6 * p.mean_op_ns());
+        // Address spaces of their own: the workers' calls never meet.
+        assert!(p.interleaved.is_none());
+    }
+
+    #[test]
+    fn profile_malloc1_threads_shares_the_merged_vma_when_taking_turns() {
+        let p = record(
+            &spec(Workload::Malloc1, Mode::Threads, ImapDesign::Single),
+            10,
+            &timing(),
+        )
+        .unwrap();
+        // One after the other, each worker's mapping is gone before the
+        // other maps: nothing of a VMA is shared.
+        assert!(!scopes(&p, LockClass::VmaLock).contains(&Scope::Shared));
+        assert!(!scopes(&p, LockClass::AnonVma).contains(&Scope::Shared));
+        let t = p.interleaved.as_ref().expect("threads mode takes turns");
+        // Both workers' operations, more of them.
+        assert_eq!(t.ops.len(), 2 * 10 * TURNS_OPS_FACTOR);
+        // Taking turns, the second mapping merges with the first: one VMA
+        // (its lock, its anon_vma) that both fault in, one lock of each
+        // however often it is remade. (A piece a split leaves to one
+        // worker alone has a lock of its own.)
+        let shared = |c| {
+            scopes(t, c)
+                .into_iter()
+                .filter(|&s| s == Scope::Shared)
+                .count()
+        };
+        assert_eq!(shared(LockClass::VmaLock), 1);
+        assert_eq!(shared(LockClass::AnonVma), 1);
+        assert_eq!(scopes(t, LockClass::MmapLock), vec![Scope::Shared]);
+        assert!((t.mean_op_ns() - 1e9 / t.ops_per_sec).abs() < 1e-6 * t.mean_op_ns());
+        assert_eq!(t.validate(), Ok(()));
+    }
+
+    #[test]
+    fn demux_stops_each_workers_clock_outside_its_turns() {
+        let at = |ns: u64, what: What| Event {
+            at: Duration::from_nanos(ns),
+            what,
+        };
+        let lock = |l: u64| What::Release { lock: l };
+        let events = vec![
+            at(0, What::Mark(CALL[0])),
+            at(10, lock(1)),
+            at(20, What::Mark(PAUSE)),
+            at(25, What::Mark(CALL[1])),
+            at(40, lock(2)),
+            at(50, What::Mark(PAUSE)),
+            at(60, What::Mark(CALL[0])),
+            at(65, lock(3)),
+            at(70, What::Mark(CALL[1])),
+            at(75, lock(4)),
+        ];
+        let [a, b] = demux(events);
+        // Worker 0's turns are 0..20 and 60..70: at 65 its clock has run
+        // 20 + 5. (The pause 20..25 is nobody's.)
+        assert_eq!(a, vec![at(10, lock(1)), at(25, lock(3))]);
+        // Worker 1's clock starts where the recording's does (only its
+        // differences count); its turns are 25..50 and 70..: the 20 from 50
+        // to 70 are taken out.
+        assert_eq!(b, vec![at(40, lock(2)), at(55, lock(4))]);
     }
 
     #[test]

@@ -176,6 +176,17 @@ pub struct Profile {
     /// i_mmap lock convert it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub converts_to: Option<Box<Conversion>>,
+    /// Threads mode: the operations of two workers whose calls took
+    /// turns on the one address space (worker 0's first operation, worker
+    /// 1's, worker 0's second, ...), which the simulation of two CPUs or
+    /// more runs instead of [`ops`](Profile::ops): what a worker's calls
+    /// do when another worker's calls come between them (its anonymous
+    /// mapping merges with the other's, so both take one VMA's lock; its
+    /// `brk` finds the break moved already). Its `ops_per_sec` is the
+    /// throughput of two workers taking turns on one CPU, measured
+    /// without the recorder, and its run times are scaled to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interleaved: Option<Box<Profile>>,
 }
 
 /// `adaptive`'s switch from one design to another under contention.
@@ -260,6 +271,9 @@ impl Profile {
         if let Some(c) = &self.converts_to {
             c.profile.validate()?;
         }
+        if let Some(p) = &self.interleaved {
+            p.validate()?;
+        }
         Ok(())
     }
 
@@ -317,6 +331,7 @@ mod tests {
             }],
             ops,
             converts_to: None,
+            interleaved: None,
         }
     }
 

@@ -8,7 +8,10 @@
 //! round and round, one simulated thread per CPU (nothing else runs on
 //! it). Each CPU starts at an operation chosen from the seed and after a
 //! start delay drawn from the seed (up to one mean operation), so CPUs are
-//! not in lockstep. A CPU that spins or sleeps does no work.
+//! not in lockstep. A CPU that spins or sleeps does no work. Two CPUs or
+//! more run a threads-mode profile's [`Profile::interleaved`] operations
+//! when it has them (what a worker does when other workers' calls come
+//! between its own), one CPU its recorded [`ops`](Profile::ops).
 //!
 //! Steps ([`Step`]):
 //!
@@ -482,6 +485,12 @@ pub fn simulate(
             return Err(SimError::SpinBudget(b));
         }
     }
+    // Two CPUs or more of a threads-mode profile run what its workers do
+    // when their calls meet.
+    let profile = match &profile.interleaved {
+        Some(p) if config.cpus >= 2 => p,
+        _ => profile,
+    };
     let mut sim = Sim::new(profile, machine, config);
     sim.run()?;
     sim.result(profile, machine)
@@ -1870,6 +1879,7 @@ mod tests {
             locks,
             ops,
             converts_to: None,
+            interleaved: None,
         }
     }
 
@@ -1945,6 +1955,32 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A threads-mode profile's interleaved operations are what two CPUs
+    /// or more run; one CPU runs the operations recorded alone.
+    #[test]
+    fn two_cpus_or_more_run_the_interleaved_operations() {
+        let m = machine(1, 8, 0.0, 0.0, 0.0);
+        let w = lock(LockClass::MmapLock, LockKind::Rwsem, Scope::Worker);
+        let mut p = profile(vec![w], vec![vec![acq(0, true), run(1000.0), rel(0)]]);
+        let mut turns = profile(vec![w], vec![vec![acq(0, true), run(400.0), rel(0)]]);
+        turns.ops_per_sec = 2.5e6;
+        p.interleaved = Some(Box::new(turns));
+        let one = simulate(&p, &m, &config(1, None)).unwrap();
+        assert!(close(one.ops_per_sec, 1e6, 1e-9), "{one:?}");
+        for n in [2, 8] {
+            let r = simulate(&p, &m, &config(n, None)).unwrap();
+            assert!(close(r.ops_per_sec, n as f64 * 2.5e6, 1e-9), "{n}: {r:?}");
+        }
+        // A broken interleaved profile is the profile's error.
+        if let Some(t) = p.interleaved.as_mut() {
+            t.ops = vec![vec![rel(0)]];
+        }
+        assert!(matches!(
+            simulate(&p, &m, &config(1, None)),
+            Err(SimError::Profile(_))
+        ));
     }
 
     /// Only per-worker locks: throughput is exactly N times one CPU's,

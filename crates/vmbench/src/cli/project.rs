@@ -101,7 +101,8 @@ pub struct ProjectArgs {
     #[arg(long)]
     pub warmup: Option<f64>,
 
-    /// Operations recorded per profile. [default: 64]
+    /// Operations recorded per profile (threads mode also records four
+    /// times as many per worker with two workers taking turns). [default: 64]
     #[arg(long, default_value_t = 64)]
     pub record_ops: usize,
 

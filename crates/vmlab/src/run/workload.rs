@@ -195,6 +195,12 @@ struct Space<'a> {
     mapped: Option<u64>,
     /// `page_fault3`: the next page of `mapped` to fault.
     next_page: u64,
+    /// The calls of the operation under way made so far (0 between
+    /// operations): see [`Space::call`].
+    made: u8,
+    /// `mmap1`, `malloc1`, `mmap2`: the mapping the operation under way
+    /// made, until its `munmap`.
+    pending: Option<u64>,
 }
 
 impl<'a> Job<'a> {
@@ -213,6 +219,8 @@ impl<'a> Job<'a> {
                 file,
                 mapped: None,
                 next_page: 0,
+                made: 0,
+                pending: None,
             }),
         }
     }
@@ -294,6 +302,21 @@ impl<'a> Job<'a> {
         }
     }
 
+    /// Makes the next system call of the operation under way (a `brk`,
+    /// an `mmap`, a write fault, a `munmap`) and returns how many
+    /// operations it completed: 0 before an operation's last call. A
+    /// [`step_in`](Job::step_in) makes an operation's calls in a row; this
+    /// makes them one at a time, so that the profile recorder can let two
+    /// workers of one address space take turns call by call, as their
+    /// calls interleave when they run at once. Jobs that run processes of
+    /// their own (`execl`, `kernbench`) make a whole operation per call.
+    pub fn call_in(&mut self, guard: &maple::Guard) -> Result<u64, String> {
+        match &mut self.target {
+            Target::Space(space) => space.call(self.workload, &self.who, guard),
+            _ => self.step_in(guard),
+        }
+    }
+
     /// Undoes what a stopped step sequence left behind: unmaps
     /// `page_fault3`'s region, ends `execl`'s last process. (A
     /// `kernbench` job ends within its step.)
@@ -306,10 +329,21 @@ impl<'a> Job<'a> {
                 Ok(())
             }
             Target::Build(_) => Ok(()),
-            Target::Space(space) => match space.mapped.take() {
-                Some(a) => space.unmap(a, &self.who),
-                None => Ok(()),
-            },
+            Target::Space(space) => {
+                // An operation left between its calls: undo what it did.
+                if let Some(a) = space.pending.take() {
+                    space.unmap(a, &self.who)?;
+                }
+                if std::mem::take(&mut space.made) > 0
+                    && matches!(self.workload, Workload::Brk1 | Workload::Aim7Brk)
+                {
+                    space.mm.brk(space.heap);
+                }
+                match space.mapped.take() {
+                    Some(a) => space.unmap(a, &self.who),
+                    None => Ok(()),
+                }
+            }
         }
     }
 }
@@ -423,64 +457,107 @@ fn touch(
 }
 
 impl Space<'_> {
+    /// One operation: its calls in a row.
     fn step(&mut self, workload: Workload, who: &str, guard: &maple::Guard) -> Result<u64, String> {
-        match workload {
-            Workload::Brk1 | Workload::Aim7Brk => {
+        loop {
+            let done = self.call(workload, who, guard)?;
+            if self.made == 0 {
+                return Ok(done);
+            }
+        }
+    }
+
+    /// The next call of the operation under way (see [`Job::call_in`]);
+    /// [`made`](Space::made) counts the calls made and is back at 0 once
+    /// the operation's last call is made. A failed call leaves it where it
+    /// was.
+    fn call(&mut self, workload: Workload, who: &str, guard: &maple::Guard) -> Result<u64, String> {
+        let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
+        let rw = Prot::READ | Prot::WRITE;
+        let last = match (workload, self.made) {
+            (Workload::Brk1 | Workload::Aim7Brk, 0) => {
                 // Every worker of a threads-mode brk1 run moves the one
                 // shared break between the same two values, as
                 // will-it-scale's threads do; both calls succeed whatever
-                // the interleaving.
+                // the interleaving (a worker's call may find the break
+                // where it asks for it: a call that changes nothing).
                 let top = self.heap + PAGE_SIZE;
                 let grown = self.mm.brk(top);
                 if grown != top {
                     return Err(format!("{who}: brk grow refused (break {grown:#x})"));
                 }
-                if workload == Workload::Aim7Brk {
-                    self.fault(self.heap, who, guard)?;
-                }
+                false
+            }
+            (Workload::Aim7Brk, 1) => {
+                self.fault(self.heap, who, guard)?;
+                false
+            }
+            (Workload::Brk1 | Workload::Aim7Brk, _) => {
                 let shrunk = self.mm.brk(self.heap);
                 if shrunk != self.heap {
                     return Err(format!("{who}: brk shrink refused (break {shrunk:#x})"));
                 }
-                Ok(1)
+                true
             }
-            Workload::Mmap1 => {
-                let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
-                let a = self.map(Prot::READ | Prot::WRITE, anon, who)?;
-                self.unmap(a, who)?;
-                Ok(1)
-            }
-            Workload::Malloc1 => {
-                let anon = MapFlags::PRIVATE | MapFlags::ANONYMOUS;
-                let a = self.map(Prot::READ | Prot::WRITE, anon, who)?;
-                self.fault(a, who, guard)?;
-                self.unmap(a, who)?;
-                Ok(1)
-            }
-            Workload::Mmap2 => {
-                let a = self.map(Prot::READ | Prot::WRITE, MapFlags::PRIVATE, who)?;
-                self.unmap(a, who)?;
-                Ok(1)
-            }
-            Workload::PageFault3 => {
-                let Some(a) = self.mapped else {
-                    let shared = MapFlags::SHARED;
-                    self.mapped = Some(self.map(Prot::READ | Prot::WRITE, shared, who)?);
-                    self.next_page = 0;
-                    return Ok(0);
+            (Workload::Mmap1 | Workload::Malloc1 | Workload::Mmap2, 0) => {
+                let (prot, flags) = if workload == Workload::Mmap2 {
+                    (rw, MapFlags::PRIVATE)
+                } else {
+                    (rw, anon)
                 };
-                self.fault(a + self.next_page * PAGE_SIZE, who, guard)?;
-                self.next_page += 1;
-                if self.next_page == MEMSIZE / PAGE_SIZE {
-                    self.mapped = None;
-                    self.unmap(a, who)?;
-                }
-                Ok(1)
+                self.pending = Some(self.map(prot, flags, who)?);
+                false
             }
-            Workload::Execl | Workload::Kernbench => Err(format!(
-                "{who}: {workload} runs processes of its own, not calls on one address space"
-            )),
+            (Workload::Malloc1, 1) => {
+                // glibc writes the chunk's header: one write fault.
+                let a = self
+                    .pending
+                    .ok_or_else(|| format!("{who}: no mapping to fault"))?;
+                self.fault(a, who, guard)?;
+                false
+            }
+            (Workload::Mmap1 | Workload::Malloc1 | Workload::Mmap2, _) => {
+                let a = self
+                    .pending
+                    .ok_or_else(|| format!("{who}: no mapping to unmap"))?;
+                self.unmap(a, who)?;
+                self.pending = None;
+                true
+            }
+            (Workload::PageFault3, _) => {
+                // Every step is one call: a mapping, or one page's fault
+                // (with the unmap after the last).
+                return self.page_fault3(who, guard);
+            }
+            (Workload::Execl | Workload::Kernbench, _) => {
+                return Err(format!(
+                    "{who}: {workload} runs processes of its own, not calls on one address space"
+                ))
+            }
+        };
+        if last {
+            self.made = 0;
+            Ok(1)
+        } else {
+            self.made += 1;
+            Ok(0)
         }
+    }
+
+    fn page_fault3(&mut self, who: &str, guard: &maple::Guard) -> Result<u64, String> {
+        let Some(a) = self.mapped else {
+            let shared = MapFlags::SHARED;
+            self.mapped = Some(self.map(Prot::READ | Prot::WRITE, shared, who)?);
+            self.next_page = 0;
+            return Ok(0);
+        };
+        self.fault(a + self.next_page * PAGE_SIZE, who, guard)?;
+        self.next_page += 1;
+        if self.next_page == MEMSIZE / PAGE_SIZE {
+            self.mapped = None;
+            self.unmap(a, who)?;
+        }
+        Ok(1)
     }
 
     fn map(&self, prot: Prot, flags: MapFlags, who: &str) -> Result<u64, String> {
@@ -526,6 +603,52 @@ mod tests {
             assert_eq!(mm.map_count(), 0, "{w}");
             assert_eq!(mm.brk_value(), HEAP_BASE, "{w}");
         }
+    }
+
+    #[test]
+    fn calls_make_an_operation_one_call_at_a_time() {
+        let guard = maple::pin();
+        for (w, calls) in [
+            (Workload::Brk1, 2),
+            (Workload::Aim7Brk, 3),
+            (Workload::Mmap1, 2),
+            (Workload::Malloc1, 3),
+            (Workload::Mmap2, 2),
+        ] {
+            let mm = Mm::default();
+            mm.set_brk_base(HEAP_BASE);
+            let mut job = Job::new(&mm, w, 0, HEAP_BASE);
+            for _ in 0..3 {
+                let made: Vec<u64> = (0..calls).map(|_| job.call_in(&guard).unwrap()).collect();
+                let mut want = vec![0; calls - 1];
+                want.push(1);
+                assert_eq!(made, want, "{w}");
+                assert_eq!(mm.map_count(), 0, "{w}");
+                assert_eq!(mm.brk_value(), HEAP_BASE, "{w}");
+            }
+            // Stopped after its first call, the job undoes it.
+            assert_eq!(job.call_in(&guard), Ok(0));
+            assert!(mm.map_count() > 0 || mm.brk_value() > HEAP_BASE, "{w}");
+            job.finish().unwrap();
+            assert_eq!(mm.map_count(), 0, "{w}");
+            assert_eq!(mm.brk_value(), HEAP_BASE, "{w}");
+        }
+    }
+
+    #[test]
+    fn two_workers_taking_turns_merge_their_mappings() {
+        let guard = maple::pin();
+        let mm = Mm::default();
+        let mut a = Job::new(&mm, Workload::Mmap1, 0, HEAP_BASE);
+        let mut b = Job::new(&mm, Workload::Mmap1, 1, HEAP_BASE);
+        a.call_in(&guard).unwrap();
+        b.call_in(&guard).unwrap();
+        // Two neighbouring anonymous mappings: one VMA, as in the kernel.
+        assert_eq!(mm.map_count(), 1);
+        assert_eq!(a.call_in(&guard), Ok(1));
+        assert_eq!(mm.map_count(), 1);
+        assert_eq!(b.call_in(&guard), Ok(1));
+        assert_eq!(mm.map_count(), 0);
     }
 
     #[test]
