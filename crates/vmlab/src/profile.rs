@@ -159,22 +159,8 @@ fn record_two(spec: &Spec, ops: usize, warmup: Duration) -> Result<(Ops, Ops), S
     let bound = |vcpu, pin| {
         topology::bind(&spec.topology, vcpu, pin).map_err(|e| format!("binding to CPU {vcpu}: {e}"))
     };
-    // Threads mode: the address space must be in the mode its workers
-    // run it in. The maple tree is written in place until a second thread
-    // faults in it, and in RCU mode (copies, grace periods) for good from
-    // then on; both recorded workers run on this thread, so worker 1 first
-    // warms up on a thread of its own.
     if spec.mode == Mode::Threads {
-        std::thread::scope(|s| {
-            s.spawn(|| -> Result<(), String> {
-                bound(vcpu1, pin1)?;
-                let warmed = warm(&mut job1, warmup, false);
-                topology::unbind();
-                warmed
-            })
-            .join()
-            .unwrap_or_else(|_| Err("worker 1's warm-up panicked".to_string()))
-        })?;
+        warm_elsewhere(spec, &mut job1, warmup)?;
     }
     let result = (|| -> Result<(Vec<Event>, Vec<Event>), String> {
         bound(vcpu0, pin0)?;
@@ -219,32 +205,23 @@ fn record_interleaved(spec: &Spec, ops: usize, timing: &Timing) -> Result<(f64, 
     let warmup = timing.warmup;
     let fixture = Fixture::build(spec)?;
     let mut jobs = [fixture.job(0)?, fixture.job(1)?];
-    let (vcpu0, pin0) = spec.vcpu(0);
-    let (vcpu1, pin1) = spec.vcpu(1);
-    let vcpus = [vcpu0, vcpu1];
+    let vcpus = [spec.vcpu(0), spec.vcpu(1)].map(|(vcpu, _)| vcpu);
     let t = &spec.topology;
-    let switch = t.node_of(vcpu0) != t.node_of(vcpu1);
-    let as_worker = |k: usize, pin: bool| {
-        if !(pin || switch) {
-            return Ok(());
-        }
-        topology::bind(t, vcpus[k], pin).map_err(|e| format!("binding to CPU {}: {e}", vcpus[k]))
+    let bind = |vcpu: usize, pin: bool| {
+        topology::bind(t, vcpu, pin).map_err(|e| format!("binding to CPU {vcpu}: {e}"))
     };
-    // As in `record_two`: a second thread puts the address space in the
-    // mode its threads run it in.
-    std::thread::scope(|s| {
-        s.spawn(|| -> Result<(), String> {
-            topology::bind(&spec.topology, vcpu1, pin1)
-                .map_err(|e| format!("binding to CPU {vcpu1}: {e}"))?;
-            let warmed = warm(&mut jobs[1], warmup, false);
-            topology::unbind();
-            warmed
-        })
-        .join()
-        .unwrap_or_else(|_| Err("worker 1's warm-up panicked".to_string()))
-    })?;
+    // A turn changes the thread's identity only where the node differs.
+    let switch = t.node_of(vcpus[0]) != t.node_of(vcpus[1]);
+    let as_worker = |k: usize| {
+        if switch {
+            bind(vcpus[k], false)
+        } else {
+            Ok(())
+        }
+    };
+    warm_elsewhere(spec, &mut jobs[1], warmup)?;
     let result = (|| -> Result<(f64, Vec<Event>), String> {
-        as_worker(0, pin0)?;
+        bind(vcpus[0], spec.vcpu(0).1)?;
         let guard = maple::pin();
         // Rounds of one call each until `until`, and on to a round that
         // ends an operation of both (they keep in step: both start between
@@ -255,7 +232,7 @@ fn record_interleaved(spec: &Spec, ops: usize, timing: &Timing) -> Result<(f64, 
             while !between || std::time::Instant::now() < until {
                 between = true;
                 for (k, job) in jobs.iter_mut().enumerate() {
-                    as_worker(k, false)?;
+                    as_worker(k)?;
                     let n = job.call_in(&guard)?;
                     done += n;
                     between &= n > 0;
@@ -277,7 +254,7 @@ fn record_interleaved(spec: &Spec, ops: usize, timing: &Timing) -> Result<(f64, 
         profile::start();
         for (k, &call) in CALL.iter().enumerate() {
             profile::mark(PAUSE);
-            as_worker(k, false)?;
+            as_worker(k)?;
             profile::mark(call);
             profile::mark(OP);
         }
@@ -285,7 +262,7 @@ fn record_interleaved(spec: &Spec, ops: usize, timing: &Timing) -> Result<(f64, 
         while done.iter().any(|&d| d < ops as u64) {
             for (k, job) in jobs.iter_mut().enumerate() {
                 profile::mark(PAUSE);
-                as_worker(k, false)?;
+                as_worker(k)?;
                 profile::mark(CALL[k]);
                 let n = job.call_in(&guard)?;
                 if n > 0 {
@@ -343,6 +320,26 @@ fn demux(events: Vec<Event>) -> [Vec<Event>; 2] {
         }
     }
     out
+}
+
+/// Threads mode: puts the address space in the mode its workers run it
+/// in before workers take turns on one thread. The maple tree is written
+/// in place until a second thread faults in it, and in RCU mode (copies,
+/// grace periods) for good from then on; so worker 1 (`job`) first warms
+/// up on a thread of its own, bound to its CPU.
+fn warm_elsewhere(spec: &Spec, job: &mut Job<'_>, warmup: Duration) -> Result<(), String> {
+    let (vcpu, pin) = spec.vcpu(1);
+    std::thread::scope(|s| {
+        s.spawn(|| -> Result<(), String> {
+            topology::bind(&spec.topology, vcpu, pin)
+                .map_err(|e| format!("binding to CPU {vcpu}: {e}"))?;
+            let warmed = warm(job, warmup, false);
+            topology::unbind();
+            warmed
+        })
+        .join()
+        .unwrap_or_else(|_| Err("worker 1's warm-up panicked".to_string()))
+    })
 }
 
 /// Steps `job` for `warmup` (at least one step), dropping what the
