@@ -21,10 +21,13 @@
 //! worker 1's in turn, their run times scaled to that throughput, which
 //! the projection runs at two CPUs or more. The instances of the VMA the
 //! two share (remade at every merge and split, with its anon_vma) are
-//! one lock there.
+//! one lock there. One CPU taking turns also holds both workers' data in
+//! its caches, which two CPUs do not; what that costs is measured on a
+//! control, two workers taking turns in address spaces of their own
+//! (`turns_apart`), and taken out of the throughput.
 
 use std::collections::{HashMap, HashSet};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mm::lockstat::LockClass as MmClass;
 use mm::policy::{ImapDesign, LockKind as MmKind};
@@ -135,12 +138,20 @@ fn record_one(spec: &Spec, ops: usize, timing: &Timing) -> Result<Profile, LabEr
     // (5) Threads mode: the two workers again, taking turns call by call.
     if spec.mode == Mode::Threads {
         let recorded = std::thread::scope(|s| {
-            s.spawn(|| record_interleaved(&two, ops * TURNS_OPS_FACTOR, timing))
-                .join()
-                .unwrap_or_else(|_| Err("the recording thread panicked".to_string()))
+            s.spawn(|| {
+                let apart = turns_apart(spec, timing)?;
+                let (together, first, second) =
+                    record_interleaved(&two, ops * TURNS_OPS_FACTOR, timing)?;
+                Ok((together, apart, first, second))
+            })
+            .join()
+            .unwrap_or_else(|_| Err("the recording thread panicked".to_string()))
         });
-        let (turns_rate, first, second) = recorded.map_err(err)?;
-        let mut together = convert(spec, turns_rate, &first, &second, true);
+        let (together, apart, first, second) = recorded.map_err(err)?;
+        // What the threads' turns cost beyond what one CPU's turns cost
+        // two workers in address spaces of their own (`turns_apart`).
+        let shared_rate = together * rate / apart;
+        let mut together = convert(spec, shared_rate, &first, &second, true);
         together.calibrate();
         profile.interleaved = Some(Box::new(together));
     }
@@ -196,61 +207,20 @@ fn record_two(spec: &Spec, ops: usize, warmup: Duration) -> Result<(Ops, Ops), S
 /// anon_vma both threads then take (and each `munmap` splits), as in the
 /// kernel; two threads' `brk` calls find the break already where they
 /// move it. Taking turns is the most interleaved order; each worker's
-/// clock stops while the other makes its call. The thread is pinned to
-/// worker 0's CPU and takes worker 1's CPU as its identity (not its
-/// place) for worker 1's calls, where the two are on different nodes
-/// (the node is what the model asks of it); the time that takes is no
-/// worker's in the recording, but the measured rate includes it.
+/// clock stops while the other makes its call. The thread sits in both
+/// workers' [`Seats`]; the time a change of seat takes is no worker's in
+/// the recording, but the measured rate includes it.
 fn record_interleaved(spec: &Spec, ops: usize, timing: &Timing) -> Result<(f64, Ops, Ops), String> {
     let warmup = timing.warmup;
     let fixture = Fixture::build(spec)?;
     let mut jobs = [fixture.job(0)?, fixture.job(1)?];
-    let vcpus = [spec.vcpu(0), spec.vcpu(1)].map(|(vcpu, _)| vcpu);
-    let t = &spec.topology;
-    let bind = |vcpu: usize, pin: bool| {
-        topology::bind(t, vcpu, pin).map_err(|e| format!("binding to CPU {vcpu}: {e}"))
-    };
-    // A turn changes the thread's identity only where the node differs.
-    let switch = t.node_of(vcpus[0]) != t.node_of(vcpus[1]);
-    let as_worker = |k: usize| {
-        if switch {
-            bind(vcpus[k], false)
-        } else {
-            Ok(())
-        }
-    };
+    let seats = Seats::of(spec);
+    let as_worker = |k: usize| seats.take(k);
     warm_elsewhere(spec, &mut jobs[1], warmup)?;
     let result = (|| -> Result<(f64, Vec<Event>), String> {
-        bind(vcpus[0], spec.vcpu(0).1)?;
-        let guard = maple::pin();
-        // Rounds of one call each until `until`, and on to a round that
-        // ends an operation of both (they keep in step: both start between
-        // operations and make as many calls per operation), so that the
-        // recording begins with whole operations.
-        let mut turns = |until: std::time::Instant| -> Result<u64, String> {
-            let (mut done, mut between) = (0, true);
-            while !between || std::time::Instant::now() < until {
-                between = true;
-                for (k, job) in jobs.iter_mut().enumerate() {
-                    as_worker(k)?;
-                    let n = job.call_in(&guard)?;
-                    done += n;
-                    between &= n > 0;
-                }
-            }
-            Ok(done)
-        };
-        let now = std::time::Instant::now;
-        turns(now() + warmup)?;
-        let since = now();
-        let done = turns(since + timing.duration)?;
-        let rate = done as f64 / since.elapsed().as_secs_f64();
-        if !(rate.is_finite() && rate > 0.0) {
-            return Err(format!(
-                "two workers taking turns ran no operations in {:?}",
-                timing.duration
-            ));
-        }
+        seats.pin_first()?;
+        let mut guard = maple::pin();
+        let rate = turns_rate(&mut jobs, &mut guard, &as_worker, timing)?;
         profile::start();
         for (k, &call) in CALL.iter().enumerate() {
             profile::mark(PAUSE);
@@ -259,9 +229,17 @@ fn record_interleaved(spec: &Spec, ops: usize, timing: &Timing) -> Result<(f64, 
             profile::mark(OP);
         }
         let mut done = [0u64; 2];
+        let mut rounds = 0u32;
         while done.iter().any(|&d| d < ops as u64) {
+            rounds = rounds.wrapping_add(1);
             for (k, job) in jobs.iter_mut().enumerate() {
                 profile::mark(PAUSE);
+                // Between turns, so that no worker's clock runs (see
+                // `turns_rate`).
+                if k == 0 && rounds % harness::QUIESCE_EVERY == 0 {
+                    guard.repin();
+                    guard.flush();
+                }
                 as_worker(k)?;
                 profile::mark(CALL[k]);
                 let n = job.call_in(&guard)?;
@@ -281,6 +259,130 @@ fn record_interleaved(spec: &Spec, ops: usize, timing: &Timing) -> Result<(f64, 
     }
     let [first, second] = demux(events);
     Ok((rate, split(first), split(second)))
+}
+
+/// Which CPU each of two workers taking turns on one thread is: the
+/// thread is pinned to worker 0's CPU and takes worker 1's as its
+/// identity (not its place) for worker 1's calls, where the two are on
+/// different nodes (the node is what the model asks of it).
+struct Seats<'a> {
+    spec: &'a Spec,
+    vcpus: [usize; 2],
+    /// Whether a turn changes the thread's identity: only where the node
+    /// differs.
+    switch: bool,
+}
+
+impl<'a> Seats<'a> {
+    fn of(spec: &'a Spec) -> Self {
+        let vcpus = [spec.vcpu(0), spec.vcpu(1)].map(|(vcpu, _)| vcpu);
+        let t = &spec.topology;
+        Seats {
+            spec,
+            vcpus,
+            switch: t.node_of(vcpus[0]) != t.node_of(vcpus[1]),
+        }
+    }
+
+    fn bind(&self, vcpu: usize, pin: bool) -> Result<(), String> {
+        topology::bind(&self.spec.topology, vcpu, pin)
+            .map_err(|e| format!("binding to CPU {vcpu}: {e}"))
+    }
+
+    /// Binds the thread to worker 0's CPU, pinned where the spec pins.
+    fn pin_first(&self) -> Result<(), String> {
+        self.bind(self.vcpus[0], self.spec.vcpu(0).1)
+    }
+
+    /// Makes the thread worker `k` for its next call.
+    fn take(&self, k: usize) -> Result<(), String> {
+        if self.switch {
+            self.bind(self.vcpus[k], false)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// The throughput of two workers taking turns as [`record_interleaved`]'s
+/// do, each in an address space of its own (the processes-mode fixture
+/// of `spec`'s workload and design): the control for what taking turns
+/// costs two workers that share no address space (only what processes
+/// share, such as a file both map). One CPU then
+/// holds both workers' data in its caches, as no CPU does when two run
+/// at once, and where that data is more than the caches keep (each
+/// `page_fault3` worker's pages) every turn evicts the other's. The
+/// threads' turns pay the same, so their rate is divided by this one's
+/// share of the one-worker rate before it calibrates the interleaved
+/// profile: what is left is what sharing the address space costs.
+fn turns_apart(spec: &Spec, timing: &Timing) -> Result<f64, String> {
+    let apart = Spec {
+        mode: Mode::Processes,
+        threads: 2,
+        ..spec.clone()
+    };
+    let fixture = Fixture::build(&apart)?;
+    let mut jobs = [fixture.job(0)?, fixture.job(1)?];
+    let seats = Seats::of(&apart);
+    let result = (|| {
+        seats.pin_first()?;
+        let mut guard = maple::pin();
+        turns_rate(&mut jobs, &mut guard, &|k| seats.take(k), timing)
+    })();
+    topology::unbind();
+    let rate = result?;
+    for job in &mut jobs {
+        job.finish()?;
+    }
+    Ok(rate)
+}
+
+/// The throughput of `jobs` taking turns, one call each a round, on this
+/// thread (`as_worker(k)` seats it as worker `k`, [`Seats::take`]):
+/// rounds for `timing.warmup`, then for `timing.duration`,
+/// timed. Each phase goes on past its end to a round that ends an
+/// operation of both, so the next begins with whole operations (the two
+/// keep in step: both start between operations and make as many calls
+/// per operation). A quiescent state every [`harness::QUIESCE_EVERY`]
+/// rounds, as the harness's workers announce, lets what the calls retire
+/// be freed: held for the whole run, one grace period would keep every
+/// node the tree's copies replaced, and the calls would write fresh
+/// memory that a measured run's do not.
+fn turns_rate(
+    jobs: &mut [Job<'_>; 2],
+    guard: &mut maple::Guard,
+    as_worker: &dyn Fn(usize) -> Result<(), String>,
+    timing: &Timing,
+) -> Result<f64, String> {
+    let mut turns = |until: Instant| -> Result<u64, String> {
+        let (mut done, mut between, mut rounds) = (0, true, 0u32);
+        while !between || Instant::now() < until {
+            between = true;
+            rounds = rounds.wrapping_add(1);
+            if rounds % harness::QUIESCE_EVERY == 0 {
+                guard.repin();
+                guard.flush();
+            }
+            for (k, job) in jobs.iter_mut().enumerate() {
+                as_worker(k)?;
+                let n = job.call_in(guard)?;
+                done += n;
+                between &= n > 0;
+            }
+        }
+        Ok(done)
+    };
+    turns(Instant::now() + timing.warmup)?;
+    let since = Instant::now();
+    let done = turns(since + timing.duration)?;
+    let rate = done as f64 / since.elapsed().as_secs_f64();
+    if !(rate.is_finite() && rate > 0.0) {
+        return Err(format!(
+            "two workers taking turns ran no operations in {:?}",
+            timing.duration
+        ));
+    }
+    Ok(rate)
 }
 
 /// Each worker's events of a recording in which two took turns
@@ -649,11 +751,15 @@ mod tests {
     #[test]
     fn recording_leaves_the_callers_cpus_alone() {
         let before = allowed();
-        let mut s = spec(Workload::Brk1, Mode::Processes, ImapDesign::Single);
-        s.topology = mm::topology::host();
-        s.pin = true;
-        record(&s, 20, &timing()).unwrap();
-        assert_eq!(allowed(), before);
+        // Threads mode adds the turns and their control, each on a thread
+        // of its own.
+        for mode in [Mode::Processes, Mode::Threads] {
+            let mut s = spec(Workload::Brk1, mode, ImapDesign::Single);
+            s.topology = mm::topology::host();
+            s.pin = true;
+            record(&s, 20, &timing()).unwrap();
+            assert_eq!(allowed(), before, "{mode:?}");
+        }
     }
 
     #[test]

@@ -184,7 +184,9 @@ pub struct Profile {
     /// mapping merges with the other's, so both take one VMA's lock; its
     /// `brk` finds the break moved already). Its `ops_per_sec` is the
     /// throughput of two workers taking turns on one CPU, measured
-    /// without the recorder, and its run times are scaled to it.
+    /// without the recorder, less what taking turns on one CPU costs by
+    /// itself (the recorder measures that on two workers that share no
+    /// address space), and its run times are scaled to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interleaved: Option<Box<Profile>>,
 }
@@ -214,6 +216,39 @@ impl Profile {
         ProfileError {
             workload: self.workload.clone(),
             why,
+        }
+    }
+
+    /// The profile the simulation of `cpus` CPUs runs: the
+    /// [`interleaved`](Profile::interleaved) operations from two CPUs on,
+    /// where there are some, and this profile's own otherwise.
+    ///
+    /// ```
+    /// use vmproject::{Profile, Step};
+    /// let alone = Profile {
+    ///     format: vmproject::profile::FORMAT,
+    ///     workload: "brk1".into(),
+    ///     mode: "threads".into(),
+    ///     index: "maple".into(),
+    ///     imap: "single".into(),
+    ///     lock: "rwsem".into(),
+    ///     anon_rule: true,
+    ///     recorded_on: "host(1x2)".into(),
+    ///     ops_per_sec: 1e6,
+    ///     locks: vec![],
+    ///     ops: vec![vec![Step::Run { ns: 1000.0 }]],
+    ///     converts_to: None,
+    ///     interleaved: None,
+    /// };
+    /// let mut p = alone.clone();
+    /// p.interleaved = Some(Box::new(Profile { ops_per_sec: 2e6, ..alone }));
+    /// assert_eq!(p.for_cpus(1).ops_per_sec, 1e6);
+    /// assert_eq!(p.for_cpus(2).ops_per_sec, 2e6);
+    /// ```
+    pub fn for_cpus(&self, cpus: usize) -> &Profile {
+        match &self.interleaved {
+            Some(p) if cpus >= 2 => p,
+            _ => self,
         }
     }
 

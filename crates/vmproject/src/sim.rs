@@ -294,16 +294,63 @@ impl Default for Config {
 /// [`ops_per_cpu_for`]: 200 operations of 40 steps.
 pub const STEPS_PER_CPU: usize = 200 * 40;
 
-/// An `ops_per_cpu` that keeps a simulation's cost about the same whatever
-/// the size of the profile's operations: [`STEPS_PER_CPU`] over the mean
-/// steps of an operation, from 20 to [`Config::default`]'s 200. Profiles
-/// of 40 steps or fewer an operation get 200; kernbench-sized ones (2000
-/// steps) 20, which still measures tens of thousands of critical sections
-/// per CPU.
+/// Steps a CPU's window may take so that it covers the whole profile
+/// ([`ops_per_cpu_for`]).
+pub const WHOLE_STEPS_PER_CPU: usize = 4 * STEPS_PER_CPU;
+
+/// An `ops_per_cpu` for the simulation of `profile` (the one it runs, see
+/// [`Profile::for_cpus`]) that keeps its cost about the same whatever the
+/// size of the profile's operations and that counts each recorded
+/// operation alike.
+///
+/// The size is [`STEPS_PER_CPU`] over the mean steps of an operation,
+/// from 20 to [`Config::default`]'s 200: profiles of 40 steps or fewer an
+/// operation get 200, kernbench-sized ones (2000 steps) 20, which still
+/// measures tens of thousands of critical sections per CPU. Then, where
+/// the whole profile fits [`WHOLE_STEPS_PER_CPU`], the window is made a
+/// whole number of rounds of it: all of it when it is longer (a
+/// threads-mode profile's 512 interleaved operations), the largest
+/// multiple of its length otherwise. A CPU's window is consecutive
+/// operations from an offset drawn from the seed, so a window shorter
+/// than the profile samples it, and one rare costly operation (the
+/// mapping among `page_fault3`'s 512 faults, 140 times the mean) falls in
+/// some CPUs' windows and not others': it left one 2-CPU prediction 29 %
+/// low that the whole profile puts within 4 % (docs/projection.md).
+///
+/// ```
+/// use vmproject::{ops_per_cpu_for, Profile, Step};
+/// let op = |ns| vec![Step::Run { ns }];
+/// let mut p = Profile {
+///     format: vmproject::profile::FORMAT,
+///     workload: "page_fault3".into(),
+///     mode: "threads".into(),
+///     index: "maple".into(),
+///     imap: "single".into(),
+///     lock: "rwsem".into(),
+///     anon_rule: true,
+///     recorded_on: "host(1x2)".into(),
+///     ops_per_sec: 1e6,
+///     locks: vec![],
+///     ops: vec![op(50.0); 64],
+///     converts_to: None,
+///     interleaved: None,
+/// };
+/// assert_eq!(ops_per_cpu_for(&p), 192);
+/// p.ops = vec![op(50.0); 512];
+/// assert_eq!(ops_per_cpu_for(&p), 512);
+/// ```
 pub fn ops_per_cpu_for(profile: &Profile) -> usize {
+    let n = profile.ops.len().max(1);
     let steps: usize = profile.ops.iter().map(Vec::len).sum();
-    let mean = steps.div_ceil(profile.ops.len().max(1)).max(1);
-    (STEPS_PER_CPU / mean).clamp(20, Config::default().ops_per_cpu)
+    let mean = steps.div_ceil(n).max(1);
+    let sized = (STEPS_PER_CPU / mean).clamp(20, Config::default().ops_per_cpu);
+    if n > WHOLE_STEPS_PER_CPU / mean {
+        sized
+    } else if n <= sized {
+        sized / n * n
+    } else {
+        n
+    }
 }
 
 /// Where one lock class's share of CPU time went.
@@ -487,10 +534,7 @@ pub fn simulate(
     }
     // Two CPUs or more of a threads-mode profile run what its workers do
     // when their calls meet.
-    let profile = match &profile.interleaved {
-        Some(p) if config.cpus >= 2 => p,
-        _ => profile,
-    };
+    let profile = profile.for_cpus(config.cpus);
     let mut sim = Sim::new(profile, machine, config);
     sim.run()?;
     sim.result(profile, machine)
@@ -1955,6 +1999,36 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A window sized by `ops_per_cpu_for` covers every recorded
+    /// operation once, so a rare costly one counts at its share whatever
+    /// the seed: one CPU runs at exactly one over the mean operation. A
+    /// window of 200 of the 512 holds the costly one or not, by the seed.
+    #[test]
+    fn a_sized_window_counts_every_operation_once() {
+        let m = machine(1, 4, 0.0, 0.0, 0.0);
+        let mut ops = vec![vec![run(50.0)]; 512];
+        ops[300] = vec![run(7000.0)];
+        let p = profile(vec![], ops);
+        let mean = (511.0 * 50.0 + 7000.0) / 512.0;
+        let sized = ops_per_cpu_for(&p);
+        assert_eq!(sized, 512);
+        let mut short = Vec::new();
+        for seed in 1..=8 {
+            let at = |ops_per_cpu| Config {
+                seed,
+                ops_per_cpu,
+                ..config(1, None)
+            };
+            let r = simulate(&p, &m, &at(sized)).unwrap();
+            assert!(close(r.ops_per_sec, 1e9 / mean, 1e-9), "seed {seed}: {r:?}");
+            short.push(simulate(&p, &m, &at(200)).unwrap().ops_per_sec);
+        }
+        let (lo, hi) = short
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+        assert!(hi / lo > 1.3, "200-operation windows: {short:?}");
     }
 
     /// A threads-mode profile's interleaved operations are what two CPUs

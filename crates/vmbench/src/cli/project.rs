@@ -102,7 +102,7 @@ pub struct ProjectArgs {
     pub warmup: Option<f64>,
 
     /// Operations recorded per profile (threads mode also records four
-    /// times as many per worker with two workers taking turns). [default: 64]
+    /// times as many per worker with two workers taking turns).
     #[arg(long, default_value_t = 64)]
     pub record_ops: usize,
 
@@ -115,7 +115,7 @@ pub struct ProjectArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
 
-    /// execl: libc VMAs of the idle processes. [default: 6000]
+    /// execl: libc VMAs of the idle processes.
     #[arg(long, default_value_t = 6000)]
     pub resident_vmas: usize,
 

@@ -69,7 +69,8 @@ pub struct Method {
 }
 
 impl Method {
-    /// The simulation's configuration at `cpus` CPUs for `profile`.
+    /// The simulation's configuration at `cpus` CPUs for `profile`, sized
+    /// to the operations it runs there ([`Profile::for_cpus`]).
     fn sim(
         &self,
         profile: &Profile,
@@ -82,7 +83,7 @@ impl Method {
             seed: self.seed,
             ops_per_cpu: self
                 .ops_per_cpu
-                .unwrap_or_else(|| sim::ops_per_cpu_for(profile)),
+                .unwrap_or_else(|| sim::ops_per_cpu_for(profile.for_cpus(cpus))),
             spin_budget_ns: self.spin_budget_ns,
         }
     }

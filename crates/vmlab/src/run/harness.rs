@@ -629,7 +629,7 @@ fn run_phase(ctl: &Control, job: &mut Job<'_>) -> Result<u64, String> {
 /// two workers that share nothing else a fifth of their page faults
 /// (docs/RESULTS.md, "Fourth round"); 1024 steps of the fastest workload
 /// are about 30 µs, and retired memory waits at most that long.
-const QUIESCE_EVERY: u32 = 1024;
+pub(crate) const QUIESCE_EVERY: u32 = 1024;
 
 #[cfg(test)]
 mod tests {

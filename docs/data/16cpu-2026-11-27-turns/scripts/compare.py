@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Replays validation evidence twice, as recorded and with every profile's
+`interleaved` operations removed (the method before threads took turns),
+and prints the threads-mode rows' median |error| and how many are within
+±15 % at each worker count, and over all rows.
+
+    python3 docs/data/16cpu-2026-11-27-turns/scripts/compare.py \
+        [--overlap X] [--vmbench PATH] EVIDENCE.jsonl.gz...
+
+--overlap sets every measured run's machine description's overlap to X
+before replaying both, so that evidence from leases whose `topology
+--measure` disagreed is compared under one description.
+"""
+import argparse, gzip, json, os, statistics, subprocess, sys, tempfile
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--overlap", type=float)
+ap.add_argument("--vmbench", default="target/release/vmbench")
+ap.add_argument("evidence", nargs="+")
+a = ap.parse_args()
+
+def replay(lines, tmp, name):
+    path = os.path.join(tmp, name + ".jsonl.gz")
+    with gzip.open(path, "wt") as f:
+        for d in lines:
+            f.write(json.dumps(d) + "\n")
+    out = subprocess.run([a.vmbench, "project", "--replay", path, "--json",
+                          "--out", os.path.join(tmp, name)],
+                         capture_output=True, text=True).stdout
+    return [json.loads(l) for l in out.splitlines() if l.strip()]
+
+def summary(rows):
+    cells = []
+    for c in sorted({r["cpus"] for r in rows}):
+        e = [abs(r["error"]) for r in rows if r["cpus"] == c and r["mode"] == "threads"]
+        if e:
+            cells.append(f"x{c} {statistics.median(e) * 100:5.1f}% {sum(x <= 0.15 for x in e):2}/{len(e)}")
+    e = [abs(r["error"]) for r in rows]
+    cells.append(f"all rows {statistics.median(e) * 100:5.1f}% {sum(x <= 0.15 for x in e)}/{len(e)}")
+    return "  ".join(cells)
+
+with tempfile.TemporaryDirectory() as tmp:
+    for ev in a.evidence:
+        lines = [json.loads(l) for l in gzip.open(ev, "rt")]
+        if a.overlap is not None:
+            for d in lines:
+                for p in d["points"]:
+                    for m in p["machines"]:
+                        m["overlap"] = a.overlap
+        before = [json.loads(json.dumps(d)) for d in lines]
+        for d in before:
+            d["profile"].pop("interleaved", None)
+        print(ev)
+        print("  alone  ", summary(replay(before, tmp, "before")))
+        print("  turns  ", summary(replay(lines, tmp, "turns")))
