@@ -5,16 +5,18 @@ and prints the threads-mode rows' median |error| and how many are within
 ±15 % at each worker count, and over all rows.
 
     python3 docs/data/16cpu-2026-11-27-turns/scripts/compare.py \
-        [--overlap X] [--vmbench PATH] EVIDENCE.jsonl.gz...
+        [--overlap X] [--rows] [--vmbench PATH] EVIDENCE.jsonl.gz...
 
 --overlap sets every measured run's machine description's overlap to X
 before replaying both, so that evidence from leases whose `topology
---measure` disagreed is compared under one description.
+--measure` disagreed is compared under one description. --rows also
+prints each threads-mode row's error at 2 workers.
 """
 import argparse, gzip, json, os, statistics, subprocess, sys, tempfile
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--overlap", type=float)
+ap.add_argument("--rows", action="store_true")
 ap.add_argument("--vmbench", default="target/release/vmbench")
 ap.add_argument("evidence", nargs="+")
 a = ap.parse_args()
@@ -51,5 +53,11 @@ with tempfile.TemporaryDirectory() as tmp:
         for d in before:
             d["profile"].pop("interleaved", None)
         print(ev)
-        print("  alone  ", summary(replay(before, tmp, "before")))
-        print("  turns  ", summary(replay(lines, tmp, "turns")))
+        alone, turns = replay(before, tmp, "before"), replay(lines, tmp, "turns")
+        print("  alone  ", summary(alone))
+        print("  turns  ", summary(turns))
+        if a.rows:
+            for x, y in zip(alone, turns):
+                if x["mode"] == "threads" and x["cpus"] == 2:
+                    print(f"    {x['workload']:12} {x['index']:7} alone {x['error'] * 100:+6.1f}%"
+                          f"  turns {y['error'] * 100:+6.1f}%")
