@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Replays validation evidence twice, as recorded and with every profile's
 `interleaved` operations removed (the method before threads took turns),
-and prints the threads-mode rows' median |error| and how many are within
-±15 % at each worker count, and over all rows.
+and prints, at each worker count, the threads-mode rows' median |error|
+and how many are within ±15 %, and the same over every row.
 
     python3 docs/data/16cpu-2026-11-27-turns/scripts/compare.py \
         [--overlap X] [--rows] [--vmbench PATH] EVIDENCE.jsonl.gz...
@@ -32,14 +32,19 @@ def replay(lines, tmp, name):
     return [json.loads(l) for l in out.splitlines() if l.strip()]
 
 def summary(rows):
+    """Per worker count: the threads rows' median |error| and how many are
+    within ±15 %, then the same over every row."""
     cells = []
     for c in sorted({r["cpus"] for r in rows}):
-        e = [abs(r["error"]) for r in rows if r["cpus"] == c and r["mode"] == "threads"]
-        if e:
-            cells.append(f"x{c} {statistics.median(e) * 100:5.1f}% {sum(x <= 0.15 for x in e):2}/{len(e)}")
-    e = [abs(r["error"]) for r in rows]
-    cells.append(f"all rows {statistics.median(e) * 100:5.1f}% {sum(x <= 0.15 for x in e)}/{len(e)}")
-    return "  ".join(cells)
+        at = [r for r in rows if r["cpus"] == c]
+        t = [abs(r["error"]) for r in at if r["mode"] == "threads"]
+        e = [abs(r["error"]) for r in at]
+        cell = f"x{c}"
+        if t:
+            cell += f" threads {statistics.median(t) * 100:5.1f}% {sum(x <= 0.15 for x in t):2}/{len(t)}"
+        cell += f" all {statistics.median(e) * 100:5.1f}% {sum(x <= 0.15 for x in e):2}/{len(e)}"
+        cells.append(cell)
+    return "\n           ".join(cells)
 
 with tempfile.TemporaryDirectory() as tmp:
     for ev in a.evidence:
