@@ -167,21 +167,18 @@ fn record_two(spec: &Spec, ops: usize, warmup: Duration) -> Result<(Ops, Ops), S
     let mut job1 = fixture.job(1)?;
     let (vcpu0, pin0) = spec.vcpu(0);
     let (vcpu1, pin1) = spec.vcpu(1);
-    let bound = |vcpu, pin| {
-        topology::bind(&spec.topology, vcpu, pin).map_err(|e| format!("binding to CPU {vcpu}: {e}"))
-    };
     if spec.mode == Mode::Threads {
         warm_elsewhere(spec, &mut job1, warmup)?;
     }
     let result = (|| -> Result<(Vec<Event>, Vec<Event>), String> {
-        bound(vcpu0, pin0)?;
+        bind(spec, vcpu0, pin0)?;
         warm(&mut job0, warmup, false)?;
         profile::start();
         let first = run_ops(&mut job0, ops)?;
         // Worker 1 warms up recorded (its events dropped), so that the
         // recorder hears of every lock freed meanwhile.
         topology::unbind();
-        bound(vcpu1, pin1)?;
+        bind(spec, vcpu1, pin1)?;
         warm(&mut job1, warmup, true)?;
         let _ = profile::take();
         let second = run_ops(&mut job1, ops)?;
@@ -215,16 +212,15 @@ fn record_interleaved(spec: &Spec, ops: usize, timing: &Timing) -> Result<(f64, 
     let fixture = Fixture::build(spec)?;
     let mut jobs = [fixture.job(0)?, fixture.job(1)?];
     let seats = Seats::of(spec);
-    let as_worker = |k: usize| seats.take(k);
     warm_elsewhere(spec, &mut jobs[1], warmup)?;
     let result = (|| -> Result<(f64, Vec<Event>), String> {
         seats.pin_first()?;
         let mut guard = maple::pin();
-        let rate = turns_rate(&mut jobs, &mut guard, &as_worker, timing)?;
+        let rate = turns_rate(&mut jobs, &mut guard, &seats, timing)?;
         profile::start();
         for (k, &call) in CALL.iter().enumerate() {
             profile::mark(PAUSE);
-            as_worker(k)?;
+            seats.take(k)?;
             profile::mark(call);
             profile::mark(OP);
         }
@@ -240,7 +236,7 @@ fn record_interleaved(spec: &Spec, ops: usize, timing: &Timing) -> Result<(f64, 
                     guard.repin();
                     guard.flush();
                 }
-                as_worker(k)?;
+                seats.take(k)?;
                 profile::mark(CALL[k]);
                 let n = job.call_in(&guard)?;
                 if n > 0 {
@@ -259,6 +255,12 @@ fn record_interleaved(spec: &Spec, ops: usize, timing: &Timing) -> Result<(f64, 
     }
     let [first, second] = demux(events);
     Ok((rate, split(first), split(second)))
+}
+
+/// Binds the calling thread to `spec`'s CPU `vcpu` (see
+/// [`topology::bind`]).
+fn bind(spec: &Spec, vcpu: usize, pin: bool) -> Result<(), String> {
+    topology::bind(&spec.topology, vcpu, pin).map_err(|e| format!("binding to CPU {vcpu}: {e}"))
 }
 
 /// Which CPU each of two workers taking turns on one thread is: the
@@ -284,20 +286,15 @@ impl<'a> Seats<'a> {
         }
     }
 
-    fn bind(&self, vcpu: usize, pin: bool) -> Result<(), String> {
-        topology::bind(&self.spec.topology, vcpu, pin)
-            .map_err(|e| format!("binding to CPU {vcpu}: {e}"))
-    }
-
     /// Binds the thread to worker 0's CPU, pinned where the spec pins.
     fn pin_first(&self) -> Result<(), String> {
-        self.bind(self.vcpus[0], self.spec.vcpu(0).1)
+        bind(self.spec, self.vcpus[0], self.spec.vcpu(0).1)
     }
 
     /// Makes the thread worker `k` for its next call.
     fn take(&self, k: usize) -> Result<(), String> {
         if self.switch {
-            self.bind(self.vcpus[k], false)
+            bind(self.spec, self.vcpus[k], false)
         } else {
             Ok(())
         }
@@ -327,7 +324,7 @@ fn turns_apart(spec: &Spec, timing: &Timing) -> Result<f64, String> {
     let result = (|| {
         seats.pin_first()?;
         let mut guard = maple::pin();
-        turns_rate(&mut jobs, &mut guard, &|k| seats.take(k), timing)
+        turns_rate(&mut jobs, &mut guard, &seats, timing)
     })();
     topology::unbind();
     let rate = result?;
@@ -338,7 +335,7 @@ fn turns_apart(spec: &Spec, timing: &Timing) -> Result<f64, String> {
 }
 
 /// The throughput of `jobs` taking turns, one call each a round, on this
-/// thread (`as_worker(k)` seats it as worker `k`, [`Seats::take`]):
+/// thread, seated as each in turn ([`Seats::take`]):
 /// rounds for `timing.warmup`, then for `timing.duration`,
 /// timed. Each phase goes on past its end to a round that ends an
 /// operation of both, so the next begins with whole operations (the two
@@ -351,7 +348,7 @@ fn turns_apart(spec: &Spec, timing: &Timing) -> Result<f64, String> {
 fn turns_rate(
     jobs: &mut [Job<'_>; 2],
     guard: &mut maple::Guard,
-    as_worker: &dyn Fn(usize) -> Result<(), String>,
+    seats: &Seats<'_>,
     timing: &Timing,
 ) -> Result<f64, String> {
     let mut turns = |until: Instant| -> Result<u64, String> {
@@ -364,7 +361,7 @@ fn turns_rate(
                 guard.flush();
             }
             for (k, job) in jobs.iter_mut().enumerate() {
-                as_worker(k)?;
+                seats.take(k)?;
                 let n = job.call_in(guard)?;
                 done += n;
                 between &= n > 0;
@@ -433,8 +430,7 @@ fn warm_elsewhere(spec: &Spec, job: &mut Job<'_>, warmup: Duration) -> Result<()
     let (vcpu, pin) = spec.vcpu(1);
     std::thread::scope(|s| {
         s.spawn(|| -> Result<(), String> {
-            topology::bind(&spec.topology, vcpu, pin)
-                .map_err(|e| format!("binding to CPU {vcpu}: {e}"))?;
+            bind(spec, vcpu, pin)?;
             let warmed = warm(job, warmup, false);
             topology::unbind();
             warmed

@@ -500,12 +500,12 @@ impl Space<'_> {
                 true
             }
             (Workload::Mmap1 | Workload::Malloc1 | Workload::Mmap2, 0) => {
-                let (prot, flags) = if workload == Workload::Mmap2 {
-                    (rw, MapFlags::PRIVATE)
+                let flags = if workload == Workload::Mmap2 {
+                    MapFlags::PRIVATE
                 } else {
-                    (rw, anon)
+                    anon
                 };
-                self.pending = Some(self.map(prot, flags, who)?);
+                self.pending = Some(self.map(rw, flags, who)?);
                 false
             }
             (Workload::Malloc1, 1) => {
