@@ -14,7 +14,9 @@
 //! A lock instance is named by a serial number ([`Event`]s' `lock`), given
 //! when the recording thread first sees the lock. A lock made while some
 //! thread records carries a name of its own from then on (an address
-//! space is a value that moves, its `mmap_lock` with it); one made before
+//! space is a value that moves, its `mmap_lock` with it; a VMA is often
+//! freed on another thread, after a grace period, where the recorder does
+//! not hear of it); one made before
 //! is known by its address, and a lock that is dropped while recording
 //! (a VMA's lock when the VMA is replaced) gives its address up, so that
 //! a lock allocated later at the same address is a new instance. The
@@ -36,7 +38,14 @@
 //! `touch_slice`) or, where they cannot, a count derived from their
 //! shape (`counted`). Touched memory is counted as the distinct 64-byte
 //! cache lines it covers, a line written at least once counting as
-//! written, the rest as read. The lines touched between two lock events
+//! written, the rest as read. Of those, the lines a section reached by
+//! following a pointer are counted apart ([`What::Lines`]'s `chain`):
+//! `touch` reports an object the structure found through a pointer (a
+//! tree node, a tree's header), so its first line is a load that waits
+//! for the one before it; `touch_slice` reports part of an object already
+//! reached (a node's keys), whose lines the CPU can fetch together. A line
+//! another CPU wrote last costs a dependent load several times what it
+//! costs a bulk read (`docs/projection.md`, "What the dirty lines cost"). The lines touched between two lock events
 //! belong to the innermost lock held then (the one taken last and not yet
 //! released; a VMA's write lock, a mark rather than a critical section of
 //! its own, passes them to the lock below it): a [`Lines`](What::Lines)
@@ -125,6 +134,9 @@ pub enum What {
         read: u32,
         /// Lines written.
         written: u32,
+        /// Of `read + written`, the lines reached through a pointer: the
+        /// first line of each object the section found by a dependent load.
+        chain: u32,
     },
     /// A caller's mark ([`mark`]): where an operation starts, say.
     Mark(u64),
@@ -151,10 +163,12 @@ struct Recorder {
     live: HashMap<u64, u64>,
     next: u64,
     held: Vec<Held>,
-    /// Lines touched since the last lock event: `(line, written)`.
-    touched: Vec<(usize, bool)>,
-    /// Lines counted (not touched) since the last lock event.
-    counted: (u32, u32),
+    /// Lines touched since the last lock event: `(line, written,
+    /// reached through a pointer)`.
+    touched: Vec<(usize, bool, bool)>,
+    /// Lines counted (not touched) since the last lock event: read,
+    /// written, reached through a pointer.
+    counted: (u32, u32, u32),
 }
 
 impl Recorder {
@@ -167,18 +181,19 @@ impl Recorder {
 
     /// Record the pending lines for `lock` (or the innermost lock held).
     fn flush(&mut self, now: Instant, lock: Option<u64>) {
-        if self.touched.is_empty() && self.counted == (0, 0) {
+        if self.touched.is_empty() && self.counted == (0, 0, 0) {
             return;
         }
-        let (mut read, mut written) = self.counted;
-        self.counted = (0, 0);
+        let (mut read, mut written, mut chain) = self.counted;
+        self.counted = (0, 0, 0);
         self.touched.sort_unstable();
         let mut i = 0;
         while i < self.touched.len() {
             let line = self.touched[i].0;
-            let mut w = false;
+            let (mut w, mut entry) = (false, false);
             while i < self.touched.len() && self.touched[i].0 == line {
                 w |= self.touched[i].1;
+                entry |= self.touched[i].2;
                 i += 1;
             }
             if w {
@@ -186,6 +201,7 @@ impl Recorder {
             } else {
                 read += 1;
             }
+            chain += u32::from(entry);
         }
         self.touched.clear();
         // A VMA's write lock marks the VMA as being replaced; what the
@@ -205,6 +221,7 @@ impl Recorder {
                     lock,
                     read,
                     written,
+                    chain: chain.min(read + written),
                 },
             );
         }
@@ -284,7 +301,7 @@ pub fn start() {
             next: 0,
             held: Vec::new(),
             touched: Vec::new(),
-            counted: (0, 0),
+            counted: (0, 0, 0),
         });
     });
     if fresh {
@@ -501,18 +518,21 @@ fn lines_belong_to_slow(key: u64) {
 
 #[cold]
 #[inline(never)]
-fn touch_range(addr: usize, bytes: usize, write: bool) {
+fn touch_range(addr: usize, bytes: usize, write: bool, reached: bool) {
     if bytes == 0 {
         return;
     }
     with(|r, _| {
-        for line in addr / LINE..=(addr + bytes - 1) / LINE {
-            r.touched.push((line, write));
+        let first = addr / LINE;
+        for line in first..=(addr + bytes - 1) / LINE {
+            r.touched.push((line, write, reached && line == first));
         }
     });
 }
 
-/// The structure read (or wrote) `value`, all of it.
+/// The structure read (or wrote) `value`, all of it, having found it
+/// through a pointer (a node, a header): its first line is a dependent
+/// load.
 #[inline(always)]
 pub(crate) fn touch<T>(value: &T, write: bool) {
     if anyone() {
@@ -520,11 +540,13 @@ pub(crate) fn touch<T>(value: &T, write: bool) {
             std::ptr::from_ref(value) as usize,
             std::mem::size_of::<T>(),
             write,
+            true,
         );
     }
 }
 
-/// The structure read (or wrote) `values`.
+/// The structure read (or wrote) `values`, part of an object it already
+/// reached: no line of it waits for another.
 #[inline(always)]
 pub(crate) fn touch_slice<T>(values: &[T], write: bool) {
     if anyone() {
@@ -532,25 +554,27 @@ pub(crate) fn touch_slice<T>(values: &[T], write: bool) {
             values.as_ptr() as usize,
             std::mem::size_of_val(values),
             write,
+            false,
         );
     }
 }
 
-/// Lines a structure counted from its shape rather than touched: see the
-/// rule at the caller.
+/// Lines a structure counted from its shape rather than touched, `chain`
+/// of them reached through a pointer: see the rule at the caller.
 #[inline(always)]
-pub(crate) fn counted(read: u32, written: u32) {
+pub(crate) fn counted(read: u32, written: u32, chain: u32) {
     if anyone() {
-        counted_slow(read, written);
+        counted_slow(read, written, chain);
     }
 }
 
 #[cold]
 #[inline(never)]
-fn counted_slow(read: u32, written: u32) {
+fn counted_slow(read: u32, written: u32, chain: u32) {
     with(|r, _| {
         r.counted.0 += read;
         r.counted.1 += written;
+        r.counted.2 += chain;
     });
 }
 
@@ -575,7 +599,7 @@ mod tests {
         let x = [0u64; 32];
         acquired(LockClass::IMmap, 0x1000, true, false);
         touch(&x, true);
-        counted(3, 1);
+        counted(3, 1, 1);
         released(0x1000);
         mark(1);
         assert!(!recording());
@@ -613,6 +637,7 @@ mod tests {
         let mut held = Vec::new();
         let mut group_lines = 0;
         let mut mmap_lines = 0;
+        let (mut group_chain, mut mmap_chain) = (0, 0);
         let mut group = None;
         let mut mmap_lock = None;
         for w in &ev {
@@ -645,12 +670,16 @@ mod tests {
                     lock,
                     read,
                     written,
+                    chain,
                 } => {
                     assert!(held.contains(&lock), "lines of a lock not held");
+                    assert!(chain <= read + written);
                     if Some(lock) == group {
                         group_lines += read + written;
+                        group_chain += chain;
                     } else if Some(lock) == mmap_lock {
                         mmap_lines += read + written;
+                        mmap_chain += chain;
                     }
                 }
                 What::Mark(_) => {}
@@ -659,11 +688,19 @@ mod tests {
         assert!(held.is_empty(), "every lock released: {ev:?}");
         assert!(group.is_some() && mmap_lock.is_some(), "{ev:?}");
         assert!(group_lines > 0 && mmap_lines > 0, "{ev:?}");
+        // Both trees are reached node by node, through pointers.
+        assert!(group_chain > 0 && mmap_chain > 0, "{ev:?}");
     }
 
     #[test]
     fn lines_go_to_the_innermost_lock_and_count_distinct_lines() {
+        // Two lines each, each node starting a line.
+        #[repr(align(64))]
+        struct Node {
+            _bytes: [u8; 128],
+        }
         let x = [0u8; 256];
+        let nodes = [Node { _bytes: [0; 128] }, Node { _bytes: [0; 128] }];
         start();
         acquired(LockClass::MmapLock, 0x100, true, false);
         acquired(LockClass::IMmap, 0x200, false, true);
@@ -671,24 +708,34 @@ mod tests {
         touch_slice(&x[..64], false); // the same memory again
         touch_slice(&x[128..129], true);
         released(0x200);
-        counted(2, 1);
+        counted(2, 1, 1);
+        // Two nodes of two lines each, found by pointer: the first line of
+        // each is a dependent load, however often it is touched.
+        touch(&nodes[0], false);
+        touch(&nodes[1], true);
+        touch(&nodes[1], false);
         released(0x100);
         let ev: Vec<What> = stop().into_iter().map(|e| e.what).collect();
-        let lines: Vec<(u64, u32, u32)> = ev
+        let lines: Vec<(u64, u32, u32, u32)> = ev
             .iter()
             .filter_map(|w| match *w {
                 What::Lines {
                     lock,
                     read,
                     written,
-                } => Some((lock, read, written)),
+                    chain,
+                } => Some((lock, read, written, chain)),
                 _ => None,
             })
             .collect();
-        // 64 bytes span one or two lines, the written byte one more.
+        // 64 bytes span one or two lines, the written byte one more; no
+        // slice is a dependent load.
         let first = x.as_ptr() as usize;
         let spans = (first + 63) / LINE - first / LINE + 1;
-        assert_eq!(lines, vec![(2, spans as u32, 1), (1, 2, 1)]);
+        assert_eq!(
+            lines,
+            vec![(2, spans as u32, 1, 0), (1, 2 + 2, 1 + 2, 1 + 2)]
+        );
         assert!(matches!(
             ev[0],
             What::Acquire {

@@ -20,6 +20,12 @@ use word::LockWord;
 pub(crate) struct VmaLock {
     /// Apart from the VMA, on a cache line of its own (see [`word`]).
     state: LockWord,
+    /// The name the profile recorder knows it by, when it was made while
+    /// a thread recorded (`profile::new_id`); 0: by its word's address.
+    /// A VMA is often freed on another thread (after a grace period), so
+    /// the recording thread does not hear that its word's line is free,
+    /// and a later VMA's word on that line would be taken for it.
+    id: u32,
 }
 
 const WRITER: u32 = 1 << 31;
@@ -28,6 +34,7 @@ impl VmaLock {
     pub(crate) fn new() -> VmaLock {
         VmaLock {
             state: LockWord::new(0),
+            id: profile::new_id(),
         }
     }
 
@@ -54,7 +61,7 @@ impl VmaLock {
             {
                 Ok(_) => {
                     lockstat::acquired(LockClass::VmaLock);
-                    let recorded = profile::acquired(LockClass::VmaLock, self.addr(), false, false);
+                    let recorded = profile::acquired(LockClass::VmaLock, self.key(), false, false);
                     // Built only here, after the CAS: a guard made for a
                     // failed attempt (say by an eager `bool::then_some`)
                     // would release a hold nobody took, and let a writer
@@ -75,7 +82,7 @@ impl VmaLock {
         }
         // Recorded as held from here: the wait below is the acquisition's.
         // The recorder ends the hold with `mmap_lock`'s (see `mm::profile`).
-        profile::acquired(LockClass::VmaLock, self.addr(), true, false);
+        profile::acquired(LockClass::VmaLock, self.key(), true, false);
         if prev == 0 {
             lockstat::acquired(LockClass::VmaLock);
             return;
@@ -93,11 +100,16 @@ impl VmaLock {
         lockstat::acquired_after_wait(LockClass::VmaLock, since, false);
     }
 
-    /// The lock's identity for the profile recorder.
+    /// The lock's identity for the profile recorder: its name, or the
+    /// address of its word.
     #[inline]
-    fn addr(&self) -> u64 {
+    fn key(&self) -> u64 {
+        if self.id != 0 {
+            return profile::named(self.id);
+        }
         // The word is the lock's own until the VMA goes (`Drop` below
-        // says so before the line can serve another).
+        // says so before the line can serve another, when it is dropped
+        // on the recording thread).
         std::ptr::from_ref::<crate::sync::AtomicU32>(&self.state) as usize as u64
     }
 
@@ -118,7 +130,7 @@ pub(crate) struct VmaReadGuard<'a>(&'a VmaLock, bool);
 impl Drop for VmaLock {
     fn drop(&mut self) {
         // The VMA goes: its lock's address may serve another.
-        profile::gone(self.addr());
+        profile::gone(self.key());
     }
 }
 
@@ -126,7 +138,7 @@ impl Drop for VmaReadGuard<'_> {
     #[inline]
     fn drop(&mut self) {
         if self.1 {
-            profile::released(self.0.addr());
+            profile::released(self.0.key());
         }
         // Release: the reader's accesses to the VMA happen before a
         // writer that sees the count drop goes on to replace it.

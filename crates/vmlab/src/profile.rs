@@ -645,12 +645,14 @@ fn convert(
                     lock,
                     read,
                     written,
+                    chain,
                 } => {
                     if let Some(&(index, _)) = held.get(&lock) {
                         steps.push(Step::Lines {
                             lock: index,
                             read,
                             written,
+                            chain,
                         });
                     }
                 }
@@ -727,6 +729,7 @@ mod tests {
                     lock,
                     read,
                     written,
+                    ..
                 } if p.locks[lock as usize].class == c => read + written,
                 _ => 0,
             })
@@ -790,7 +793,11 @@ mod tests {
         .unwrap();
         // One after the other, each worker's mapping is gone before the
         // other maps: nothing of a VMA is shared.
-        assert!(!scopes(&p, LockClass::VmaLock).contains(&Scope::Shared));
+        assert!(
+            !scopes(&p, LockClass::VmaLock).contains(&Scope::Shared),
+            "{:?}",
+            p.locks
+        );
         assert!(!scopes(&p, LockClass::AnonVma).contains(&Scope::Shared));
         let t = p.interleaved.as_ref().expect("threads mode takes turns");
         // Both workers' operations, more of them.

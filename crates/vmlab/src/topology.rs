@@ -436,6 +436,7 @@ impl Layout {
             sleep_ns,
             waker_ns: None,
             overlap: 1.0,
+            chain: 1.0,
             source,
         }
     }
@@ -663,6 +664,71 @@ fn overlap(a: usize, b: usize, single_ns: f64, opts: &MeasureOptions) -> Result<
     })
 }
 
+/// What a line reached through a pointer costs, as a share of a transfer
+/// ([`vmproject::Machine::chain`]): CPU `a` writes [`BULK_LINES`] lines
+/// that link into one chain in a scrambled order (each holds the index of
+/// the next, so no prefetcher guesses it), then CPU `b` follows the chain
+/// from its head while timing itself; the median time per line over the
+/// one-way latency of one line (`single_ns`). Greater than 0.
+fn chain(a: usize, b: usize, single_ns: f64, opts: &MeasureOptions) -> Result<f64, LabError> {
+    let n = BULK_LINES as u64;
+    // A stride prime to the count visits every line once; line `order[k]`
+    // holds `order[k + 1]`.
+    let order: Vec<u64> = (0..n).map(|k| (k * 13 + 5) % n).collect();
+    let mut next = vec![0u64; BULK_LINES];
+    for k in 0..BULK_LINES {
+        next[order[k] as usize] = order[(k + 1) % BULK_LINES];
+    }
+    let lines: Vec<CachePadded<AtomicU64>> = (0..BULK_LINES)
+        .map(|_| CachePadded::new(AtomicU64::new(0)))
+        .collect();
+    let turn = CachePadded::new(AtomicU64::new(0));
+    let rounds = (opts.round_trips as u64).clamp(16, 1000);
+    let head = order[0];
+    let per_line = pinned_pair(
+        b,
+        a,
+        || {
+            let mut times = Vec::with_capacity(rounds as usize);
+            for r in 0..rounds {
+                while turn.load(Ordering::Acquire) != 2 * r + 1 {
+                    std::hint::spin_loop();
+                }
+                let t0 = Instant::now();
+                let mut at = head;
+                for _ in 0..BULK_LINES {
+                    // The next address comes out of this load: each load
+                    // waits for the one before it.
+                    at = lines[at as usize].load(Ordering::Relaxed) % n;
+                }
+                times.push(t0.elapsed().as_nanos() as f64 / BULK_LINES as f64);
+                std::hint::black_box(at);
+                turn.store(2 * r + 2, Ordering::Release);
+            }
+            times.split_off(times.len() / 4)
+        },
+        || {
+            for r in 0..rounds {
+                while turn.load(Ordering::Acquire) != 2 * r {
+                    std::hint::spin_loop();
+                }
+                for (l, &to) in lines.iter().zip(&next) {
+                    // The round in the high bits dirties the line; the
+                    // link stays in the low ones.
+                    l.store((r << 32) * n + to, Ordering::Relaxed);
+                }
+                turn.store(2 * r + 1, Ordering::Release);
+            }
+        },
+    )?;
+    let walk = median(per_line).ok_or_else(|| LabError("no chase timed".to_string()))?;
+    Ok(if single_ns > 0.0 && walk > 0.0 {
+        walk / single_ns
+    } else {
+        1.0
+    })
+}
+
 /// Median nanoseconds from a thread on CPU `waker` waking a thread asleep
 /// (`park`, a futex wait) on CPU `sleeper` to that thread running again,
 /// and median nanoseconds the waker spends in the wake-up call itself.
@@ -858,6 +924,7 @@ pub fn measure(opts: &MeasureOptions) -> Result<HostMeasurement, LabError> {
         .find(|p| (p.a, p.b) == (first, second) || (p.b, p.a) == (first, second))
         .map_or(machine.ccx_ns, |p| p.ns);
     machine.overlap = overlap(first, second, single, opts)?;
+    machine.chain = chain(first, second, single, opts)?;
     machine
         .validate()
         .map_err(|e| LabError(format!("the measured description is unusable: {e}")))?;
@@ -972,6 +1039,10 @@ pub fn render_measurement(h: &HostMeasurement) -> String {
     out.push_str(&format!(
         "lines a CPU fetches at once (overlap): {:.1}  (one line's latency over the time per line of a bulk read of {BULK_LINES})\n",
         m.overlap
+    ));
+    out.push_str(&format!(
+        "a line reached through a pointer (chain): {:.2} of a transfer  (the time per line of a pointer chase through {BULK_LINES} over one line's latency)\n",
+        m.chain
     ));
     if h.cpus.len() <= ALL_PAIRS_UP_TO {
         let mut sorted = h.cpus.clone();

@@ -74,11 +74,23 @@ pub struct Machine {
     /// CPU wrote. Descriptions written before it existed read as 1.
     #[serde(default = "serial")]
     pub overlap: f64,
+    /// What a line costs that a critical section reaches through a
+    /// pointer (a tree node found from its parent), as a share of
+    /// [`Machine::transfer_ns`]: such a load waits for the one before it,
+    /// so none of [`Machine::overlap`] applies to it. Under 1 where the
+    /// one-way figure, half a ping-pong's round trip, takes more than one
+    /// line's move (the spinning reader's copy, then the exchange's).
+    /// `vmbench topology --measure` measures it with a pointer chase
+    /// through lines another CPU wrote. Descriptions written before it
+    /// existed read as 1 (a whole transfer: the dearest it can be).
+    #[serde(default = "serial")]
+    pub chain: f64,
     /// Where the figures come from (a citation, or `measured on ...`).
     pub source: String,
 }
 
-/// [`Machine::overlap`] of a description that does not give it.
+/// [`Machine::overlap`] and [`Machine::chain`] of a description that does
+/// not give them.
 fn serial() -> f64 {
     1.0
 }
@@ -222,6 +234,13 @@ const SLEEP_NS: f64 = 2140.0;
 /// (docs/machines.md, "Overlap").
 const OVERLAP: f64 = 5.0;
 
+/// The share of a transfer a line reached through a pointer costs
+/// ([`Machine::chain`]): no published figure either (core-to-core tables
+/// give the ping-pong alone), so the presets take the value `vmbench
+/// topology --measure` gave on this project's machines (docs/machines.md,
+/// "Chain").
+const CHAIN: f64 = 0.6;
+
 /// The `12x32` preset's sockets: 12 nodes on 2 sockets of 6. A choice
 /// without a source (the execl report names 12 nodes, not sockets); it
 /// makes 5 of each node's 11 peers near and 6 far.
@@ -286,6 +305,7 @@ impl Machine {
                 sleep_ns: SLEEP_NS,
                 waker_ns: None,
                 overlap: OVERLAP,
+                chain: CHAIN,
                 source: format!(
                     "2 sockets x 32 cores, Ice Lake-SP (Xeon Platinum 8375C): core-to-core from \
                      {C2C}; futex from {CTX}"
@@ -303,6 +323,7 @@ impl Machine {
                 sleep_ns: SLEEP_NS,
                 waker_ns: None,
                 overlap: OVERLAP,
+                chain: CHAIN,
                 source: format!(
                     "1 node x 96 cores, EPYC 9654-class in NPS1 (12 CCDs of 8): Milan and \
                      Milan-X core-to-core figures from {C2C} standing in for Genoa; futex from {CTX}"
@@ -482,6 +503,12 @@ impl Machine {
                 self.overlap
             ));
         }
+        if !self.chain.is_finite() || self.chain <= 0.0 {
+            return fail(format!(
+                "chain is {}: a line reached through a pointer costs a positive share of a transfer",
+                self.chain
+            ));
+        }
         Ok(())
     }
 }
@@ -514,6 +541,7 @@ fn zen_shape(nodes: usize, cpus_per_node: usize) -> Machine {
         sleep_ns: SLEEP_NS,
         waker_ns: None,
         overlap: OVERLAP,
+        chain: CHAIN,
         source: String::new(),
     }
 }
@@ -742,6 +770,10 @@ mod tests {
         assert_eq!(
             bad(&|m| m.overlap = 0.5),
             "overlap is 0.5: a CPU has at least one transfer under way at once (1 or more)"
+        );
+        assert_eq!(
+            bad(&|m| m.chain = 0.0),
+            "chain is 0: a line reached through a pointer costs a positive share of a transfer"
         );
         assert_eq!(
             bad(&|m| m.remote_ns[2][7] = -1.0),

@@ -139,7 +139,18 @@ pub enum Step {
         read: u32,
         /// Lines written.
         written: u32,
+        /// Of `read + written`, the lines the section reached through a
+        /// pointer (the first line of each tree node it descended to):
+        /// loads that wait for the load before them, so the CPU cannot
+        /// fetch them together with the rest. 0 in profiles recorded
+        /// before it was counted, which are simulated as before.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        chain: u32,
     },
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A workload's operations, recorded at one worker.
@@ -296,6 +307,17 @@ impl Profile {
                             return Err(bad(format!("lock {lock} released but not held")));
                         }
                     }
+                    Step::Lines {
+                        read,
+                        written,
+                        chain,
+                        ..
+                    } if u64::from(chain) > u64::from(read) + u64::from(written) => {
+                        return Err(bad(format!(
+                            "{chain} lines reached through a pointer of {} touched",
+                            u64::from(read) + u64::from(written)
+                        )));
+                    }
                     Step::Lines { .. } => {}
                 }
             }
@@ -382,10 +404,20 @@ mod tests {
                 lock: 0,
                 read: 3,
                 written: 1,
+                chain: 4,
             },
             Step::Release { lock: 0 },
         ]]);
         assert_eq!(ok.validate(), Ok(()));
+        let mut chained = ok.clone();
+        if let Step::Lines { chain, .. } = &mut chained.ops[0][2] {
+            *chain = 5;
+        }
+        assert!(chained
+            .validate()
+            .unwrap_err()
+            .why
+            .contains("5 lines reached through a pointer of 4 touched"));
         let open = profile(vec![vec![Step::Acquire {
             lock: 0,
             write: true,
@@ -416,5 +448,16 @@ mod tests {
         let text = serde_json::to_string(&p).unwrap();
         assert!(text.contains(r#"{"step":"run","ns":1.5}"#), "{text}");
         assert_eq!(serde_json::from_str::<Profile>(&text).unwrap(), p);
+        // Lines recorded before chains were counted read as none.
+        let old = r#"{"step":"lines","lock":0,"read":2,"written":1}"#;
+        assert_eq!(
+            serde_json::from_str::<Step>(old).unwrap(),
+            Step::Lines {
+                lock: 0,
+                read: 2,
+                written: 1,
+                chain: 0
+            }
+        );
     }
 }

@@ -67,7 +67,13 @@
 //!   to a CPU that read the data since (the invalidation; the
 //!   lowest-numbered such CPU), or nothing if none did. A step with
 //!   `written > 0` makes `c` the last writer and empties the readers'
-//!   set. Simplifications: all lines of one lock's
+//!   set. "One transfer" per line is before overlap: of the lines
+//!   charged, the step's share reached through a pointer (its `chain`
+//!   over all it touched) costs [`Machine::chain`] of a transfer each, one
+//!   after the other, and the rest [`Machine::overlap`] at a time (the
+//!   first in full when none was reached through a pointer). The
+//!   invalidations a last writer's stores cause are all overlapped.
+//!   Simplifications: all lines of one lock's
 //!   data move together (no per-line ownership, no partial overlap between
 //!   two critical sections' lines); the first touch of a line nobody wrote
 //!   yet is free; a line costs one transfer from its last writer whatever
@@ -472,13 +478,32 @@ pub enum SimError {
     },
 }
 
-/// How many transfer times `lines` lines of one critical section cost:
-/// the first in full, the rest overlapped [`Machine::overlap`] at a time.
-fn lines_cost(machine: &Machine, lines: u32) -> f64 {
+/// How many transfer times `lines` lines of one critical section cost
+/// when `chained` of every line it touched (a share, from the step's
+/// [`Step::Lines::chain`](crate::Step::Lines)) were reached through a
+/// pointer: those [`Machine::chain`] each, one after the other; the rest
+/// overlapped [`Machine::overlap`] at a time. With none reached through a
+/// pointer the first line costs in full, as a lone miss does.
+fn lines_cost(machine: &Machine, lines: u32, chained: f64) -> f64 {
     if lines == 0 {
         return 0.0;
     }
-    1.0 + f64::from(lines - 1) / machine.overlap.max(1.0)
+    let overlap = machine.overlap.max(1.0);
+    if chained <= 0.0 {
+        return 1.0 + f64::from(lines - 1) / overlap;
+    }
+    let dependent = f64::from(lines) * chained.min(1.0);
+    dependent * machine.chain + (f64::from(lines) - dependent) / overlap
+}
+
+/// The share of a `Lines` step's lines reached through a pointer.
+fn chained(read: u32, written: u32, chain: u32) -> f64 {
+    let touched = u64::from(read) + u64::from(written);
+    if touched == 0 {
+        0.0
+    } else {
+        f64::from(chain) / touched as f64
+    }
 }
 
 /// The machine CPUs that `n` simulated CPUs run on: spread over the
@@ -1230,9 +1255,10 @@ impl<'a> Sim<'a> {
                     lock,
                     read,
                     written,
+                    chain,
                 } => {
                     let i = self.inst_of(c, lock);
-                    let cost = self.lines(i, c, read, written);
+                    let cost = self.lines(i, c, read, written, chained(read, written, chain));
                     self.add(c, i, XFER, cost);
                     dt += cost;
                     self.cpus[c].step += 1;
@@ -1352,8 +1378,9 @@ impl<'a> Sim<'a> {
         cpu.done as f64 + part
     }
 
-    /// The cost of a `Lines` step of CPU `c` on instance `i`'s data.
-    fn lines(&mut self, i: usize, c: usize, read: u32, written: u32) -> f64 {
+    /// The cost of a `Lines` step of CPU `c` on instance `i`'s data, of
+    /// whose lines the share `chained` was reached through a pointer.
+    fn lines(&mut self, i: usize, c: usize, read: u32, written: u32, chained: f64) -> f64 {
         let machine = self.machine;
         let inst = &self.insts[i];
         if inst.worker {
@@ -1370,7 +1397,7 @@ impl<'a> Sim<'a> {
             bits[word] |= bit;
             // Only the lines the last writer dirtied move; the rest of
             // what this section reads is clean and already cached here.
-            return lines_cost(machine, read.min(dirty))
+            return lines_cost(machine, read.min(dirty), chained)
                 * machine.transfer_ns(self.place[w as usize], self.place[c]);
         }
         let (cost, now_dirty) = if w == NONE {
@@ -1382,17 +1409,19 @@ impl<'a> Sim<'a> {
                 (read + written).min(dirty.max(written))
             };
             (
-                lines_cost(machine, lines)
+                lines_cost(machine, lines, chained)
                     * machine.transfer_ns(self.place[w as usize], self.place[c]),
                 written,
             )
         } else {
-            // Its own data: invalidating the copies of CPUs that read it.
+            // Its own data: invalidating the copies of CPUs that read it,
+            // stores the CPU issues without waiting for each (it holds
+            // every line already, so no load waits on another).
             match bits.iter().position(|&b| b != 0) {
                 Some(k) => {
                     let other = k * 64 + bits[k].trailing_zeros() as usize;
                     (
-                        lines_cost(machine, written)
+                        lines_cost(machine, written, 0.0)
                             * machine.transfer_ns(self.place[other], self.place[c]),
                         written,
                     )
@@ -1901,6 +1930,7 @@ mod tests {
             sleep_ns: sleep,
             waker_ns: None,
             overlap: 1.0,
+            chain: 1.0,
             source: "test".into(),
         }
     }
@@ -1944,6 +1974,7 @@ mod tests {
             lock,
             read,
             written,
+            chain: 0,
         }
     }
 
@@ -2125,6 +2156,40 @@ mod tests {
                 close(c.transfers, (l + 2.0) * r / (2.0 * t), 1e-6),
                 "{kind:?} {two:?}"
             );
+        }
+    }
+
+    /// The same ping-pong with the lines priced by how they are reached,
+    /// on a machine that overlaps 4 transfers and charges a line reached
+    /// through a pointer 0.4 of a transfer. With no chain the L = 3 dirty
+    /// lines cost 1 + 2/4 transfers (the first in full); with half of the
+    /// section's 8 lines reached through a pointer, half of the 3 cost 0.4
+    /// each and the other half 1/4 each, 0.975 transfers; with all of
+    /// them, 3 · 0.4. Throughput is 1 / (h + (lines + 2)·r).
+    #[test]
+    fn lines_reached_through_a_pointer_cost_their_own_share() {
+        let (h, r) = (200.0, 100.0);
+        let mut m = machine(2, 1, 0.0, r, 0.0);
+        m.overlap = 4.0;
+        m.chain = 0.4;
+        for (chain, lines) in [(0, 1.5), (4, 0.975), (8, 1.2)] {
+            let p = profile(
+                vec![lock(LockClass::IMmap, LockKind::Rwsem, Scope::Shared)],
+                vec![vec![
+                    acq(0, true),
+                    Step::Lines {
+                        lock: 0,
+                        read: 5,
+                        written: 3,
+                        chain,
+                    },
+                    run(h),
+                    rel(0),
+                ]],
+            );
+            let two = simulate(&p, &m, &config(2, None)).unwrap();
+            let t = h + (lines + 2.0) * r;
+            assert!(close(two.ops_per_sec, 1e9 / t, 1e-9), "{chain}: {two:?}");
         }
     }
 

@@ -109,6 +109,9 @@ impl MapleIndex {
 /// its parent that points at it, two nodes (one in a one-level tree); a
 /// whole tree built at fork writes every node. Nodes are counted whole,
 /// which overstates a search that reads only the pivots it compares.
+/// Each node a search or a store reads is found through its parent's
+/// slot, so it is one line reached through a pointer; the nodes a build
+/// writes are new, allocated by the writer, and none is.
 /// Computed only while a thread records: it walks the whole tree.
 #[inline(always)]
 fn profile(tree: &MapleVmas, searches: u32, stores: u32, built: bool) {
@@ -130,7 +133,7 @@ fn count(tree: &MapleVmas, searches: u32, stores: u32, built: bool) {
     if built {
         written += s.nodes as u32 * per_node;
     }
-    crate::profile::counted(read, written);
+    crate::profile::counted(read, written, (searches + stores) * height);
 }
 
 impl Default for MapleIndex {
