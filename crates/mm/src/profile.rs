@@ -45,12 +45,13 @@
 //! for the one before it; `touch_slice` reports part of an object already
 //! reached (a node's keys), whose lines the CPU can fetch together. A line
 //! another CPU wrote last costs a dependent load several times what it
-//! costs a bulk read (`docs/projection.md`, "What the dirty lines cost"). The lines touched between two lock events
-//! belong to the innermost lock held then (the one taken last and not yet
-//! released; a VMA's write lock, a mark rather than a critical section of
-//! its own, passes them to the lock below it): a [`Lines`](What::Lines)
-//! event for it is recorded at the next lock event. Code that holds several locks of one class at once and
-//! works on each one's data in turn (the `split-locked` walk, a
+//! costs a bulk read (`docs/projection.md`, "What the dirty lines cost").
+//! The lines touched between two lock events belong to the innermost lock
+//! held then (the one taken last and not yet released; a VMA's write
+//! lock, a mark rather than a critical section of its own, passes them to
+//! the lock below it): a [`Lines`](What::Lines) event for it is recorded
+//! at the next lock event. Code that holds several locks of one class at
+//! once and works on each one's data in turn (the `split-locked` walk, a
 //! `distributed` change over several groups) names the lock with
 //! `lines_belong_to` instead. Lines touched with no lock held are not
 //! counted: nothing serialises them.
