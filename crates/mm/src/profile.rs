@@ -427,25 +427,14 @@ pub(crate) fn named(id: u32) -> u64 {
     (1 << 63) | u64::from(id)
 }
 
-/// A lock (by its key: see [`What::Acquire`]) was taken. Returns whether
-/// some thread records, for the caller to pass the release on only then.
-///
-/// Every hook is a check of one global, inlined, and a call of a cold
-/// function out of line: the paths it sits in (a page fault is 30 ns)
-/// keep their registers and their layout.
-#[inline(always)]
-pub(crate) fn acquired(class: LockClass, key: u64, write: bool, group: bool) -> bool {
-    let on = anyone();
-    if on {
-        acquired_slow(class, key, write, group);
-    }
-    on
-}
-
-/// [`acquired`]'s work, for a caller that checked [`on`] itself.
+/// A lock (by its key: see [`What::Acquire`]) was taken, for a caller
+/// that checked [`on`] first and works the key out only then: the paths
+/// a hook sits in (a page fault is 30 ns) pay one check of one global,
+/// inlined, and keep their registers and their layout; the work is a call
+/// of a cold function out of line.
 #[cold]
 #[inline(never)]
-pub(crate) fn acquired_slow(class: LockClass, key: u64, write: bool, group: bool) {
+pub(crate) fn acquired(class: LockClass, key: u64, write: bool, group: bool) {
     with(|r, now| {
         r.flush(now, None);
         let lock = r.instance(key);

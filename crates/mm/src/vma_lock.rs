@@ -61,7 +61,7 @@ impl VmaLock {
             {
                 Ok(_) => {
                     lockstat::acquired(LockClass::VmaLock);
-                    let recorded = profile::acquired(LockClass::VmaLock, self.key(), false, false);
+                    let recorded = self.record(false);
                     // Built only here, after the CAS: a guard made for a
                     // failed attempt (say by an eager `bool::then_some`)
                     // would release a hold nobody took, and let a writer
@@ -82,7 +82,7 @@ impl VmaLock {
         }
         // Recorded as held from here: the wait below is the acquisition's.
         // The recorder ends the hold with `mmap_lock`'s (see `mm::profile`).
-        profile::acquired(LockClass::VmaLock, self.key(), true, false);
+        self.record(true);
         if prev == 0 {
             lockstat::acquired(LockClass::VmaLock);
             return;
@@ -98,6 +98,18 @@ impl VmaLock {
             }
         }
         lockstat::acquired_after_wait(LockClass::VmaLock, since, false);
+    }
+
+    /// Tell the profile recorder of an acquisition; whether it records.
+    /// As `RwSem`'s: the key is worked out only when someone records, off
+    /// the fault path's way otherwise.
+    #[inline]
+    fn record(&self, write: bool) -> bool {
+        let on = profile::on();
+        if on {
+            profile::acquired(LockClass::VmaLock, self.key(), write, false);
+        }
+        on
     }
 
     /// The lock's identity for the profile recorder: its name, or the

@@ -1258,7 +1258,7 @@ impl<'a> Sim<'a> {
                     chain,
                 } => {
                     let i = self.inst_of(c, lock);
-                    let cost = self.lines(i, c, read, written, chained(read, written, chain));
+                    let cost = self.lines(i, c, read, written, chain);
                     self.add(c, i, XFER, cost);
                     dt += cost;
                     self.cpus[c].step += 1;
@@ -1379,8 +1379,9 @@ impl<'a> Sim<'a> {
     }
 
     /// The cost of a `Lines` step of CPU `c` on instance `i`'s data, of
-    /// whose lines the share `chained` was reached through a pointer.
-    fn lines(&mut self, i: usize, c: usize, read: u32, written: u32, chained: f64) -> f64 {
+    /// whose lines `chain` were reached through a pointer.
+    fn lines(&mut self, i: usize, c: usize, read: u32, written: u32, chain: u32) -> f64 {
+        let chained = chained(read, written, chain);
         let machine = self.machine;
         let inst = &self.insts[i];
         if inst.worker {

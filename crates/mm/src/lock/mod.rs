@@ -256,7 +256,7 @@ impl<T> RwSem<T> {
         // The key is worked out only when someone records.
         let on = profile::on();
         if on {
-            profile::acquired_slow(self.class, self.key(), write, self.group);
+            profile::acquired(self.class, self.key(), write, self.group);
         }
         on
     }
