@@ -28,7 +28,8 @@
 //! 3. Fill: every node holds at most `CAP` slots; every non-root node at
 //!    least [`MIN`]; a root leaf at least one entry; a root internal node
 //!    at least two children. Splits make two nodes of at least `MIN`;
-//!    removal refills a short node from a sibling or merges the two.
+//!    removal refills a short node from a sibling that can spare a slot,
+//!    and merges the two only when it cannot.
 //! 4. Augmentation: `min_key[i]` and `max_last[i]` equal the smallest key
 //!    and largest `last` of `child[i]`'s subtree. Every change refreshes
 //!    the slots on its path, from the leaf up.
@@ -198,6 +199,21 @@ impl Internal {
     fn set_summary(&mut self, pos: usize, (min, max): (Key, u64)) {
         self.min_key[pos] = min;
         self.max_last[pos] = max;
+    }
+
+    /// Sets slot `pos`'s summary if it differs, and says whether it did.
+    /// A summary that stays as it was is not stored again: the node's
+    /// line then stays clean in every cache that holds it, so another
+    /// CPU's next walk through it reads its own copy instead of fetching
+    /// the line from this one (the kernel's augmented rbtree stops
+    /// propagating where a subtree's value does not change, for the same
+    /// reason).
+    fn refresh_summary(&mut self, pos: usize, summary: (Key, u64)) -> bool {
+        if (self.min_key[pos], self.max_last[pos]) == summary {
+            return false;
+        }
+        self.set_summary(pos, summary);
+        true
     }
 
     fn move_tail(&mut self, from: usize, dst: &mut Internal) {
@@ -435,9 +451,13 @@ impl<V> BTree<V> {
         let split = self.insert_rec(child, level - 1, key, value)?;
         let Some(new_child) = split else {
             let node = &mut self.internals[i as usize];
-            node.min_key[slot] = node.min_key[slot].min(key);
-            node.max_last[slot] = node.max_last[slot].max(key.last);
-            node.profile(slot, slot + 1, true);
+            let summary = (
+                node.min_key[slot].min(key),
+                node.max_last[slot].max(key.last),
+            );
+            if node.refresh_summary(slot, summary) {
+                node.profile(slot, slot + 1, true);
+            }
             return Ok(None);
         };
         let left_summary = self.summary(child, level - 1);
@@ -518,15 +538,17 @@ impl<V> BTree<V> {
             } else {
                 self.internals[child as usize].min_key[0]
             };
-            self.internals[i as usize].set_summary(slot, (min, max));
-            self.internals[i as usize].profile(slot, slot + 1, true);
+            let node = &mut self.internals[i as usize];
+            if node.refresh_summary(slot, (min, max)) {
+                node.profile(slot, slot + 1, true);
+            }
         }
         Some(value)
     }
 
     /// Fixes invariant 3 for the short child at `slot` of internal node
-    /// `p` (whose children are at `level`): merges it with a sibling when
-    /// both fit in one node, else moves one slot over from the sibling.
+    /// `p` (whose children are at `level`): moves one slot over from a
+    /// sibling that can spare one, else merges the two.
     /// Refreshes the summaries of the slots it touches.
     fn rebalance(&mut self, p: u32, slot: usize, level: usize) {
         let parent = &self.internals[p as usize];
@@ -540,6 +562,14 @@ impl<V> BTree<V> {
         let (l, r) = (parent.child[left], parent.child[left + 1]);
         let total = self.node_len(l, level) + self.node_len(r, level);
         let short_is_left = left == slot;
+        // Merge only when the sibling has no slot to spare (it holds MIN,
+        // the short child MIN - 1). Merging whenever the two fit in one
+        // node would refill a node that just split to within one slot of
+        // splitting again, and a tree whose inserts and removals meet in
+        // one place (every exec's libc VMAs enter i_mmap at the end of
+        // the same run of equal offsets) would split and merge that node,
+        // rewriting both halves and their parent, on every other call.
+        let merge = total < 2 * MIN;
         if level == 1 {
             let (a, b) = if l < r {
                 two_mut(&mut self.leaves, l as usize, r as usize)
@@ -547,7 +577,7 @@ impl<V> BTree<V> {
                 let (b, a) = two_mut(&mut self.leaves, r as usize, l as usize);
                 (a, b)
             };
-            if total <= CAP {
+            if merge {
                 b.move_tail(0, a);
             } else if short_is_left {
                 // Right sibling lends its first entry.
@@ -569,7 +599,7 @@ impl<V> BTree<V> {
                 let (b, a) = two_mut(&mut self.internals, r as usize, l as usize);
                 (a, b)
             };
-            if total <= CAP {
+            if merge {
                 b.move_tail(0, a);
             } else if short_is_left {
                 let s = (b.min_key[0], b.max_last[0]);
@@ -595,7 +625,7 @@ impl<V> BTree<V> {
             parent.profile(left, parent.len, true);
         }
         let left_summary = self.summary(l, level);
-        if total <= CAP {
+        if merge {
             if level == 1 {
                 self.free_leaf(r);
             } else {
@@ -793,6 +823,47 @@ mod tests {
 
     fn k(first: u64, last: u64, id: u64) -> Key {
         Key::new(first, last, id)
+    }
+
+    fn live_leaves<V>(t: &BTree<V>) -> usize {
+        t.leaves.len() - t.free_leaves.len()
+    }
+
+    /// A node that just split does not merge back on the next removal:
+    /// a short node borrows from a sibling that can spare an entry. (With
+    /// inserts and removals meeting in one place, as every exec's libc
+    /// VMAs do at the end of one run of equal ranges in i_mmap, merging
+    /// back would rebuild a full node and split it again on every other
+    /// call.)
+    #[test]
+    fn removals_where_a_node_just_split_borrow_instead_of_merging() {
+        let mut t = BTree::new();
+        // One more than a leaf holds: the root leaf splits into MIN and
+        // MIN + 1 entries.
+        for id in 0..=CAP as u64 {
+            t.insert(k(40, 407, id), id).unwrap();
+        }
+        assert_eq!((t.height(), live_leaves(&t)), (2, 2));
+        // The left leaf falls short; its sibling spares one.
+        assert_eq!(t.remove(&k(40, 407, 0)), Some(0));
+        t.validate().unwrap();
+        assert_eq!(
+            (t.height(), live_leaves(&t)),
+            (2, 2),
+            "the short leaf borrowed"
+        );
+        // Churn at the end of the run splits and merges nothing.
+        for id in CAP as u64 + 1..CAP as u64 + 40 {
+            t.insert(k(40, 407, id), id).unwrap();
+            t.validate().unwrap();
+            assert_eq!(t.remove(&k(40, 407, id)), Some(id));
+            t.validate().unwrap();
+            assert_eq!((t.height(), live_leaves(&t)), (2, 2), "at id {id}");
+        }
+        // With no entry to spare the two merge.
+        assert_eq!(t.remove(&k(40, 407, 1)), Some(1));
+        t.validate().unwrap();
+        assert_eq!((t.height(), live_leaves(&t)), (1, 1), "merged");
     }
 
     #[test]
