@@ -53,9 +53,8 @@ use std::thread::LocalKey;
 pub const BATCH: usize = 32;
 
 /// Blocks a thread's list holds before it gives any back: above this it
-/// spills down to half, so a thread keeps `HIGH_WATER / 2` to
-/// `HIGH_WATER` idle blocks of each pool it used (128 KiB for 128-byte
-/// blocks at most).
+/// spills down to half, so a thread keeps at most `HIGH_WATER` idle
+/// blocks of each pool it used (128 KiB of 128-byte blocks).
 pub const HIGH_WATER: usize = 32 * BATCH;
 
 /// A free block's address. Free blocks belong to the pool and hold
@@ -333,16 +332,15 @@ mod tests {
         assert_eq!(OTHER.global().len(), 4, "all four blocks are back");
     }
 
-    static HOARD: Pool = Pool::carving(64, 64, 16);
-    thread_local! {
-        static HOARD_CACHE: RefCell<Cache> = const { RefCell::new(Cache::new(&HOARD)) };
-    }
-
     /// Up to the high-water mark, the blocks a thread frees stay on its
     /// list: churning a few hundred of them neither sends them through the
     /// global list nor hands them to another thread while it lives.
     #[test]
     fn a_threads_blocks_stay_with_it_below_the_high_water_mark() {
+        static HOARD: Pool = Pool::carving(64, 64, 16);
+        thread_local! {
+            static HOARD_CACHE: RefCell<Cache> = const { RefCell::new(Cache::new(&HOARD)) };
+        }
         // A fork and exit of a process with 300 VMAs, one lock line each.
         let n = 300;
         let (churned_tx, churned_rx) = std::sync::mpsc::channel();
