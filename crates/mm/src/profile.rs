@@ -427,14 +427,30 @@ pub(crate) fn named(id: u32) -> u64 {
     (1 << 63) | u64::from(id)
 }
 
-/// A lock (by its key: see [`What::Acquire`]) was taken, for a caller
-/// that checked [`on`] first and works the key out only then: the paths
+/// A lock was taken. Returns whether some thread records, for the caller
+/// to pass the release on only then. The lock's key (see
+/// [`What::Acquire`]) is worked out only when someone records: the paths
 /// a hook sits in (a page fault is 30 ns) pay one check of one global,
 /// inlined, and keep their registers and their layout; the work is a call
 /// of a cold function out of line.
+#[inline(always)]
+pub(crate) fn acquired(
+    class: LockClass,
+    key: impl FnOnce() -> u64,
+    write: bool,
+    group: bool,
+) -> bool {
+    let on = anyone();
+    if on {
+        record_acquired(class, key(), write, group);
+    }
+    on
+}
+
+/// [`acquired`]'s work, out of line.
 #[cold]
 #[inline(never)]
-pub(crate) fn acquired(class: LockClass, key: u64, write: bool, group: bool) {
+fn record_acquired(class: LockClass, key: u64, write: bool, group: bool) {
     with(|r, now| {
         r.flush(now, None);
         let lock = r.instance(key);
@@ -568,12 +584,6 @@ fn counted_slow(read: u32, written: u32, chain: u32) {
     });
 }
 
-/// Whether some thread records: the one check every hook makes.
-#[inline(always)]
-pub(crate) fn on() -> bool {
-    anyone()
-}
-
 /// Whether a structure should compute a count for [`counted`] at all.
 #[inline]
 pub(crate) fn counting() -> bool {
@@ -587,7 +597,7 @@ mod tests {
     #[test]
     fn records_nothing_while_off() {
         let x = [0u64; 32];
-        acquired(LockClass::IMmap, 0x1000, true, false);
+        record_acquired(LockClass::IMmap, 0x1000, true, false);
         touch(&x, true);
         counted(3, 1, 1);
         released(0x1000);
@@ -692,8 +702,8 @@ mod tests {
         let x = [0u8; 256];
         let nodes = [Node { _bytes: [0; 128] }, Node { _bytes: [0; 128] }];
         start();
-        acquired(LockClass::MmapLock, 0x100, true, false);
-        acquired(LockClass::IMmap, 0x200, false, true);
+        record_acquired(LockClass::MmapLock, 0x100, true, false);
+        record_acquired(LockClass::IMmap, 0x200, false, true);
         touch_slice(&x[..64], false);
         touch_slice(&x[..64], false); // the same memory again
         touch_slice(&x[128..129], true);
@@ -750,10 +760,10 @@ mod tests {
     #[test]
     fn a_dropped_lock_gives_up_its_instance_and_vma_write_locks_end_with_mmap_lock() {
         start();
-        acquired(LockClass::MmapLock, 0x100, true, false);
-        acquired(LockClass::VmaLock, 0x300, true, false);
+        record_acquired(LockClass::MmapLock, 0x100, true, false);
+        record_acquired(LockClass::VmaLock, 0x300, true, false);
         gone(0x300);
-        acquired(LockClass::VmaLock, 0x300, true, false);
+        record_acquired(LockClass::VmaLock, 0x300, true, false);
         released(0x100);
         // Released before start: not recorded.
         released(0x999);

@@ -101,15 +101,9 @@ impl VmaLock {
     }
 
     /// Tell the profile recorder of an acquisition; whether it records.
-    /// As `RwSem`'s: the key is worked out only when someone records, off
-    /// the fault path's way otherwise.
     #[inline]
     fn record(&self, write: bool) -> bool {
-        let on = profile::on();
-        if on {
-            profile::acquired(LockClass::VmaLock, self.key(), write, false);
-        }
-        on
+        profile::acquired(LockClass::VmaLock, || self.key(), write, false)
     }
 
     /// The lock's identity for the profile recorder: its name, or the

@@ -253,12 +253,7 @@ impl<T> RwSem<T> {
     /// which the guard keeps so that its release asks nothing again.
     #[inline]
     fn record(&self, write: bool) -> bool {
-        // The key is worked out only when someone records.
-        let on = profile::on();
-        if on {
-            profile::acquired(self.class, self.key(), write, self.group);
-        }
-        on
+        profile::acquired(self.class, || self.key(), write, self.group)
     }
 
     /// The lock's kind.
