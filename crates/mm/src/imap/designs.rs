@@ -12,6 +12,7 @@ use crate::lock::{RwSem, WriteGuard};
 use crate::policy::Policy;
 use crate::vma::Vma;
 use crossbeam_utils::CachePadded;
+use smallvec::SmallVec;
 
 /// A walk's visitor.
 pub(super) type Visit<'a> = &'a mut dyn FnMut(&Arc<Vma>) -> ControlFlow<()>;
@@ -31,8 +32,8 @@ impl Change<'_> {
     /// The distinct groups the change touches, ascending: the order in
     /// which per-group locks are taken, so two changes never wait on each
     /// other in a cycle.
-    pub(super) fn touched(&self) -> Vec<usize> {
-        let mut gs: Vec<usize> = self
+    pub(super) fn touched(&self) -> SmallVec<[usize; 4]> {
+        let mut gs: SmallVec<[usize; 4]> = self
             .removed
             .iter()
             .chain(self.placed)
@@ -105,7 +106,7 @@ pub(super) fn apply_locked(
     probe: bool,
 ) -> bool {
     let mut contended = false;
-    let mut guards: Vec<(usize, WriteGuard<'_, Tree>)> = change
+    let mut guards: SmallVec<[(usize, WriteGuard<'_, Tree>); 4]> = change
         .touched()
         .into_iter()
         .filter(|&g| g < locks.len())
@@ -137,7 +138,7 @@ pub(super) fn apply_locked(
         }
         return contended;
     }
-    let mut trees: Vec<(Option<usize>, &mut Tree)> = guards
+    let mut trees: SmallVec<[(Option<usize>, &mut Tree); 4]> = guards
         .iter_mut()
         .map(|(g, t)| (Some(*g), &mut **t))
         .collect();
@@ -188,7 +189,7 @@ impl Split {
     pub(super) fn update(&self, groups: &Groups, change: &Change<'_>) {
         let touched = change.touched();
         let mut all = self.trees.write();
-        let mut trees: Vec<(Option<usize>, &mut Tree)> = all
+        let mut trees: SmallVec<[(Option<usize>, &mut Tree); 4]> = all
             .iter_mut()
             .enumerate()
             .filter(|(g, _)| touched.contains(g))

@@ -52,6 +52,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
+use smallvec::SmallVec;
 
 use crate::itree::Itree;
 use crate::lock::RwSem;
@@ -371,11 +372,12 @@ impl IMap {
             return;
         }
         let groups = &self.groups;
-        let placed: Vec<(usize, &Arc<Vma>)> = insert
+        // On the stack, as in `relink_files`.
+        let placed: SmallVec<[(usize, &Arc<Vma>); 8]> = insert
             .iter()
             .map(|l| (groups.choose(l.hint), l.vma))
             .collect();
-        let removed: Vec<(usize, &Arc<Vma>)> = remove
+        let removed: SmallVec<[(usize, &Arc<Vma>); 8]> = remove
             .iter()
             .map(|v| (v.imap_group().unwrap_or(0), *v))
             .collect();

@@ -10,6 +10,8 @@
 
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use crate::anon::{self, AnonLink};
 use crate::file::File;
 use crate::flags::VmFlags;
@@ -621,7 +623,9 @@ pub(crate) fn relink_anon(old: &[Arc<Vma>], new: &mut [Vma], rule: bool) {
 /// group of an old VMA of the same file, so a split, merge or move keeps
 /// its group; a VMA with no predecessor is placed by the map's policy.
 pub(crate) fn relink_files(old: &[Arc<Vma>], new: &[Arc<Vma>]) {
-    let mut files: Vec<&Arc<File>> = Vec::new();
+    // On the stack: a change touches a file or two and a few VMAs of each,
+    // and `execl` makes one every few hundred nanoseconds.
+    let mut files: SmallVec<[&Arc<File>; 4]> = SmallVec::new();
     for f in old.iter().chain(new).filter_map(|v| v.file()) {
         if !files.iter().any(|g| Arc::ptr_eq(g, f)) {
             files.push(f);
@@ -629,12 +633,12 @@ pub(crate) fn relink_files(old: &[Arc<Vma>], new: &[Arc<Vma>]) {
     }
     for file in files {
         let same = |v: &&Arc<Vma>| v.file().is_some_and(|f| Arc::ptr_eq(f, file));
-        let removes: Vec<&Arc<Vma>> = old.iter().filter(same).collect();
+        let removes: SmallVec<[&Arc<Vma>; 8]> = old.iter().filter(same).collect();
         let hint = removes
             .iter()
             .find_map(|v| v.imap_group())
             .and_then(|g| u32::try_from(g).ok());
-        let links: Vec<Link<'_>> = new
+        let links: SmallVec<[Link<'_>; 8]> = new
             .iter()
             .filter(same)
             .map(|vma| Link { vma, hint })
