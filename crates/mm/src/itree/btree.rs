@@ -305,6 +305,31 @@ impl<V> BTree<V> {
         }
     }
 
+    /// The largest `last` of node `i` at `level`, given that none exceeds
+    /// `bound` (the node's largest before an entry left it). The scan
+    /// stops at the first slot that reaches `bound`: where many entries
+    /// share one range, as a library's i_mmap does, that is almost always
+    /// one of the first.
+    fn largest_last_below(&self, i: u32, level: usize, bound: u64) -> u64 {
+        fn largest(lasts: impl Iterator<Item = u64>, bound: u64) -> u64 {
+            let mut max = 0;
+            for last in lasts {
+                if last >= bound {
+                    return last;
+                }
+                max = max.max(last);
+            }
+            max
+        }
+        if level == 1 {
+            let leaf = &self.leaves[i as usize];
+            largest(leaf.keys[..leaf.len].iter().map(|k| k.last), bound)
+        } else {
+            let node = &self.internals[i as usize];
+            largest(node.max_last[..node.len].iter().copied(), bound)
+        }
+    }
+
     fn node_len(&self, i: u32, level: usize) -> usize {
         if level == 1 {
             self.leaves[i as usize].len
@@ -523,7 +548,7 @@ impl<V> BTree<V> {
             // have been the one that set it.
             let stored_max = self.internals[i as usize].max_last[slot];
             let max = if key.last == stored_max {
-                self.summary(child, level - 1).1
+                self.largest_last_below(child, level - 1, stored_max)
             } else {
                 stored_max
             };
