@@ -9,6 +9,7 @@ pub mod topology;
 pub mod tree;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
+use vmlab::placement::Rule;
 
 /// Where the workers run: options `run` and `suite` share, flattened into
 /// both so they read and behave the same.
@@ -30,6 +31,22 @@ pub struct MachineArgs {
     /// one per CPU by default; workers on an emulated one never are).
     #[arg(long)]
     pub no_pin: bool,
+
+    /// Where the host may put the workers' CPUs (see docs/workloads.md):
+    /// before each run of several pinned workers the one-way cache-line
+    /// transfer between the first two is measured, and `hold` waits (up to
+    /// 30 s, then holds where the host kept them) until it is within 1.5x
+    /// of the first such run's, NS waits for
+    /// one within 1.5x of NS nanoseconds, `any` never waits. A run during
+    /// which it changed is taken again, up to three times. [default: hold;
+    /// any with --quick]
+    #[arg(long, value_parser = parse_placement)]
+    pub placement: Option<Rule>,
+}
+
+/// `--placement`'s parser: the lab's own, so the message names the option.
+pub fn parse_placement(s: &str) -> Result<Rule, String> {
+    s.parse().map_err(|e: vmlab::LabError| e.to_string())
 }
 
 /// A clap value parser for one of the lab's or the model's named kinds

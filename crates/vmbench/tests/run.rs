@@ -325,6 +325,60 @@ fn repeated_runs_report_their_spread() {
 }
 
 #[test]
+fn runs_of_several_pinned_workers_record_where_their_cpus_were() {
+    // The placement needs two CPUs to pin to; a one-CPU machine has none.
+    if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
+        return;
+    }
+    let lines = json_lines(&[
+        "run",
+        "--quick",
+        "--json",
+        "--workloads",
+        "mmap1",
+        "--mode",
+        "processes",
+        "--index",
+        "maple",
+        "--threads",
+        "1,2",
+        "--placement",
+        "any",
+    ]);
+    assert_eq!(lines.len(), 2);
+    for v in &lines {
+        let ns = |f: &str| v[f].as_f64();
+        if v["threads"] == 1 {
+            assert_eq!(
+                (ns("transfer_ns"), ns("transfer_after_ns")),
+                (None, None),
+                "{v}"
+            );
+        } else {
+            for f in ["transfer_ns", "transfer_after_ns"] {
+                assert!(ns(f).is_some_and(|t| t > 0.0 && t < 10_000.0), "{f}: {v}");
+            }
+        }
+    }
+    // Unpinned workers have no CPUs of their own: nothing is measured.
+    let unpinned = json_lines(&[
+        "run",
+        "--quick",
+        "--json",
+        "--workloads",
+        "mmap1",
+        "--mode",
+        "processes",
+        "--index",
+        "maple",
+        "--threads",
+        "2",
+        "--no-pin",
+    ]);
+    assert!(unpinned[0].get("transfer_ns").is_none(), "{}", unpinned[0]);
+}
+
+#[test]
 fn maple_page_faults_take_no_mmap_lock() {
     let lines = json_lines(&[
         "run",
@@ -419,6 +473,9 @@ fn bad_arguments_fail_with_one_line() {
         &["run", "--anon-rule", "maybe"],
         &["run", "--topology", "12x0"],
         &["run", "--topology", "nodes"],
+        &["run", "--placement", "near"],
+        &["run", "--placement", "-33"],
+        &["suite", "--placement", "0"],
     ] {
         let out = vmbench(args);
         assert!(!out.status.success(), "{args:?} succeeded");

@@ -52,6 +52,7 @@ pub mod alloc_count;
 mod error;
 pub mod figure;
 pub mod itree;
+pub mod placement;
 pub mod profile;
 pub mod project;
 pub mod rng;

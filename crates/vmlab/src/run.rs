@@ -37,6 +37,7 @@ use serde::Serialize;
 use std::sync::Arc;
 
 use crate::figure::Figure;
+use crate::placement::{Gate, Placed, Rule};
 use crate::stop::StopSignals;
 use crate::LabError;
 use harness::{Design, Measurement, Mode, Spec, Timing};
@@ -74,6 +75,9 @@ pub struct RunConfig {
     pub topology: Arc<Topology>,
     /// Pin workers on the host topology.
     pub pin: bool,
+    /// Which placement of the workers' CPUs the runs of several pinned
+    /// workers wait for (see [`crate::placement`]).
+    pub placement: Rule,
 }
 
 impl RunConfig {
@@ -120,8 +124,9 @@ pub const MIN_DURATION: f64 = 0.01;
 /// against, see [`Spec::population`], `value` ops/s), then the mode, the
 /// operations counted and the timed seconds, the workers' scheduler times
 /// (`null` where unknown), how many runs the median was taken over and
-/// their spread, and the lock statistics of the timed interval per class
-/// (every class of [`LockClass::ALL`]).
+/// their spread, the design and topology, where the host put the workers'
+/// CPUs (runs of several pinned workers), and the lock statistics of the
+/// timed interval per class (every class of [`LockClass::ALL`]).
 #[derive(Debug, Serialize)]
 pub struct RunLine {
     #[serde(flatten)]
@@ -136,6 +141,15 @@ pub struct RunLine {
     lock: &'static str,
     anon_rule: &'static str,
     topology: String,
+    /// One-way cache-line transfer between the first two workers' CPUs
+    /// just before and just after the median run, in nanoseconds (see
+    /// [`crate::placement`]); absent for one worker, unpinned or emulated
+    /// runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    transfer_ns: Option<f64>,
+    /// The same, just after the median run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    transfer_after_ns: Option<f64>,
     locks: BTreeMap<&'static str, LockLine>,
 }
 
@@ -193,6 +207,9 @@ pub struct Row {
     pub spec: Spec,
     /// The median run.
     pub m: Measurement,
+    /// Where the host put the median run's CPUs, for a run of several
+    /// pinned workers.
+    pub placed: Option<Placed>,
     /// Runs measured.
     pub repeat: usize,
     spread: Spread,
@@ -244,6 +261,8 @@ impl Row {
             lock: self.spec.design.lock.name(),
             anon_rule: rule_name(self.spec.design.anon_rule),
             topology: self.spec.topology.to_string(),
+            transfer_ns: self.placed.map(|p| p.before_ns),
+            transfer_after_ns: self.placed.map(|p| p.after_ns),
             locks,
         }
     }
@@ -260,19 +279,35 @@ impl Row {
 }
 
 /// Runs `spec` `config.repeat` times and keeps the run with the median
-/// throughput (the upper middle one for an even count), with the spread
-/// of all runs' throughput.
-fn measure_median(spec: &Spec, config: &RunConfig) -> Result<(Measurement, Spread), LabError> {
+/// throughput (the upper middle one for an even count), with its
+/// placement and the spread of all runs' throughput. Runs of several
+/// pinned workers on the real topology go through `gate`.
+fn measure_median<M>(
+    spec: &Spec,
+    config: &RunConfig,
+    gate: &mut Gate<M>,
+) -> Result<(Measurement, Option<Placed>, Spread), LabError>
+where
+    M: FnMut() -> Result<f64, LabError>,
+{
+    let t = &spec.topology;
+    let placed = spec.threads >= 2 && spec.pin && !t.is_emulated() && t.nr_cpus() >= 2;
+    let measure = || {
+        harness::measure(spec, &config.timing)
+            .map_err(|e| LabError(format!("{}: {e}", label(spec))))
+    };
     let mut runs = Vec::with_capacity(config.repeat);
     for _ in 0..config.repeat {
-        let m = harness::measure(spec, &config.timing)
-            .map_err(|e| LabError(format!("{}: {e}", label(spec))))?;
-        runs.push(m);
+        runs.push(if placed {
+            gate.run(measure).map(|(m, p)| (m, Some(p)))?
+        } else {
+            (measure()?, None)
+        });
     }
-    let rates: Vec<f64> = runs.iter().map(Measurement::ops_per_sec).collect();
-    runs.sort_by(|a, b| a.ops_per_sec().total_cmp(&b.ops_per_sec()));
-    let median = runs.swap_remove(runs.len() / 2);
-    Ok((median, Spread::of(&rates)))
+    let rates: Vec<f64> = runs.iter().map(|(m, _)| m.ops_per_sec()).collect();
+    runs.sort_by(|a, b| a.0.ops_per_sec().total_cmp(&b.0.ops_per_sec()));
+    let (median, placement) = runs.swap_remove(runs.len() / 2);
+    Ok((median, placement, Spread::of(&rates)))
 }
 
 /// A configuration in one line, for progress and errors.
@@ -315,6 +350,7 @@ pub fn render_table(rows: &[Row]) -> String {
     header.extend(LockClass::ALL.iter().map(|c| format!("{}/op", c.name())));
     header.push("contended".to_string());
     header.push("cpu share".to_string());
+    header.push("transfer ns".to_string());
     table.set_header(header);
     for row in rows {
         let s = &row.spec;
@@ -350,12 +386,24 @@ pub fn render_table(rows: &[Row]) -> String {
         cells.extend(LockClass::ALL.iter().map(|&c| format_per_op(row.per_op(c))));
         cells.push(format_contended(&row.m));
         cells.push(format_share(row.m.cpu_share(s.threads)));
+        cells.push(format_placed(row.placed));
         table.add_row(cells);
     }
     for column in table.column_iter_mut().skip(6) {
         column.set_cell_alignment(CellAlignment::Right);
     }
     table.to_string()
+}
+
+/// Where the median run's CPUs were: the one-way transfer before it, and
+/// after it too where the host moved them during the run (`33→105`); `-`
+/// where it was not measured.
+pub fn format_placed(placed: Option<Placed>) -> String {
+    match placed {
+        None => "-".to_string(),
+        Some(p) if p.held() => format!("{:.0}", p.before_ns),
+        Some(p) => format!("{:.0}→{:.0}", p.before_ns, p.after_ns),
+    }
 }
 
 /// The classes that had to wait, as `class waits/acquisitions`, or `0`.
@@ -447,6 +495,10 @@ pub fn run_all(
     stop: Option<&StopSignals>,
     sink: &mut dyn FnMut(Row) -> Result<(), LabError>,
 ) -> Result<bool, LabError> {
+    let t = Arc::clone(&config.topology);
+    let mut gate = Gate::new(config.placement, move || {
+        crate::topology::transfer_ns(t.real_cpu(0), t.real_cpu(1))
+    });
     for &workload in &config.workloads {
         for &mode in &config.modes {
             if let (Mode::Threads, Some(why)) = (mode, workload.processes_only()) {
@@ -457,10 +509,11 @@ pub fn run_all(
                 if stop.is_some_and(StopSignals::requested) {
                     return Ok(false);
                 }
-                let (m, spread) = measure_median(&spec, config)?;
+                let (m, placed, spread) = measure_median(&spec, config, &mut gate)?;
                 sink(Row {
                     spec,
                     m,
+                    placed,
                     repeat: config.repeat,
                     spread,
                 })?;

@@ -56,6 +56,7 @@ use mm::policy::ImapDesign;
 use mm::topology::Topology;
 use mm::IndexKind;
 
+use crate::placement::{Gate, Rule};
 use crate::run::harness::{self, Design, Mode, Spec, Timing};
 use crate::run::resident;
 use crate::run::workload::Workload;
@@ -302,6 +303,9 @@ pub struct Plan {
     pub topology: Arc<Topology>,
     /// Pin workers on the host topology.
     pub pin: bool,
+    /// Which placement of the workers' CPUs the runs of several pinned
+    /// workers wait for (see [`crate::placement`]).
+    pub placement: Rule,
     /// The results directory.
     pub out: PathBuf,
 }
@@ -454,6 +458,7 @@ impl Plan {
             tree_gap_budget_ns: nanos(self.tree_scale.gap_budget),
             topology: self.topology.to_string(),
             pin: self.pin,
+            placement: Some(self.placement.to_string()),
         }
     }
 }
@@ -490,6 +495,10 @@ struct PlanRecord {
     tree_gap_budget_ns: u64,
     topology: String,
     pin: bool,
+    /// `--placement`; absent from plans written before it existed, whose
+    /// runs measured the placement and never waited (`any`).
+    #[serde(default)]
+    placement: Option<String>,
 }
 
 impl PlanRecord {
@@ -551,6 +560,10 @@ impl PlanRecord {
             },
             topology,
             pin: self.pin,
+            placement: match &self.placement {
+                None => Rule::Any,
+                Some(p) => p.parse().map_err(|e| bad(format!("plan.json: {e}")))?,
+            },
             out: out.to_path_buf(),
         })
     }
@@ -825,6 +838,13 @@ fn measure_and_write(
         )
         .map_err(|e| LabError(format!("progress bar: {e}")))?,
     );
+    // A resumed run holds the placement its first recorded run of several
+    // workers had.
+    let t = Arc::clone(&plan.topology);
+    let mut gate = Gate::new(plan.placement, move || {
+        crate::topology::transfer_ns(t.real_cpu(0), t.real_cpu(1))
+    })
+    .holding(done.iter().find_map(|s| s.transfer_ns));
     let mut samples = done;
     let mut failures: Vec<String> = Vec::new();
     let mut failed: BTreeSet<(String, String, usize)> = BTreeSet::new();
@@ -856,7 +876,7 @@ fn measure_and_write(
                     bar.inc(1);
                     continue;
                 }
-                match measure_run(plan, workload, config, *threads, *rep) {
+                match measure_run(plan, &mut gate, workload, config, *threads, *rep) {
                     Ok(s) => vec![s],
                     Err(e) => {
                         failures.push(format!("{workload} {config} x{threads}: {e}"));
@@ -902,14 +922,21 @@ fn measure_and_write(
     write_results(plan, machine, command, &samples, stop)
 }
 
-/// One point of a `run` workload: its sample, or why it has none.
-fn measure_run(
+/// One point of a `run` workload: its sample, or why it has none. A run
+/// of several pinned workers on the real topology goes through `gate`,
+/// which measures where the host put the first two workers' CPUs before
+/// and after it, and waits for the placement the plan holds.
+fn measure_run<M>(
     plan: &Plan,
+    gate: &mut Gate<M>,
     workload: &str,
     label: &str,
     threads: usize,
     rep: usize,
-) -> Result<Sample, String> {
+) -> Result<Sample, String>
+where
+    M: FnMut() -> Result<f64, LabError>,
+{
     let Some(suite_workload @ SuiteWorkload::Run(w)) = SuiteWorkload::named(workload) else {
         return Err("not a run workload".to_string());
     };
@@ -930,14 +957,18 @@ fn measure_run(
         topology: Arc::clone(&plan.topology),
         pin: plan.pin,
     };
-    // Where the host put the first two workers' CPUs just now (pinned
-    // workers on the real topology only: otherwise no CPU is theirs).
     let t = &plan.topology;
-    let transfer_ns = (threads >= 2 && plan.pin && !t.is_emulated() && t.nr_cpus() >= 2)
-        .then(|| crate::topology::transfer_ns(t.real_cpu(0), t.real_cpu(1)).ok())
-        .flatten();
-    match harness::measure(&spec, &plan.timing) {
-        Ok(m) if m.ops > 0 => Ok(Sample {
+    let placed = threads >= 2 && plan.pin && !t.is_emulated() && t.nr_cpus() >= 2;
+    let measured = if placed {
+        gate.run(|| harness::measure(&spec, &plan.timing).map_err(|e| LabError(e.to_string())))
+            .map(|(m, p)| (m, Some(p)))
+    } else {
+        harness::measure(&spec, &plan.timing)
+            .map(|m| (m, None))
+            .map_err(|e| LabError(e.to_string()))
+    };
+    match measured {
+        Ok((m, placement)) if m.ops > 0 => Ok(Sample {
             workload: workload.to_string(),
             metric: "ops/s".to_string(),
             unit: "ops/s".to_string(),
@@ -947,7 +978,8 @@ fn measure_run(
             rep,
             value: m.ops_per_sec(),
             cpu_wait: m.cpu_wait(threads),
-            transfer_ns,
+            transfer_ns: placement.map(|p| p.before_ns),
+            transfer_after_ns: placement.map(|p| p.after_ns),
         }),
         Ok(_) => Err("no operation completed in the timed interval".to_string()),
         Err(e) => Err(e.to_string()),
@@ -994,6 +1026,7 @@ fn measure_tree(
                 value: r.value,
                 cpu_wait: None,
                 transfer_ns: None,
+                transfer_after_ns: None,
             })
         })
     })?;
@@ -1172,6 +1205,7 @@ mod tests {
             tree_scale: Scale::QUICK,
             topology: mm::topology::host(),
             pin: false,
+            placement: Rule::Hold,
             out: PathBuf::from("unused"),
         }
     }
@@ -1188,6 +1222,7 @@ mod tests {
             value: 1.0,
             cpu_wait: None,
             transfer_ns: None,
+            transfer_after_ns: None,
         }
     }
 
@@ -1304,6 +1339,21 @@ mod tests {
         let e = bad.plan(Path::new("d")).unwrap_err().0;
         assert!(e.contains("unknown workload 'brk9'"), "{e}");
         assert!(serde_json::from_str::<PlanRecord>("{\"workloads\": 1}").is_err());
+        // A plan written before `placement` was recorded resumes as its
+        // runs were measured: placement recorded, never waited for.
+        let mut old = serde_json::to_value(&rec).unwrap();
+        old.as_object_mut().unwrap().remove("placement");
+        let old: PlanRecord = serde_json::from_value(old).unwrap();
+        assert_eq!(old.plan(Path::new("d")).unwrap().placement, Rule::Any);
+        let mut near = rec.clone();
+        near.placement = Some("33".into());
+        assert_eq!(
+            near.plan(Path::new("d")).unwrap().placement,
+            Rule::Near(33.0)
+        );
+        near.placement = Some("near".into());
+        let e = near.plan(Path::new("d")).unwrap_err().0;
+        assert!(e.contains("plan.json: --placement: 'near'"), "{e}");
     }
 
     #[test]

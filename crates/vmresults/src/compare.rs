@@ -23,7 +23,7 @@ use statrs::distribution::{ContinuousCDF, StudentsT};
 use statrs::statistics::Statistics;
 
 use crate::group::{self, Metric};
-use crate::samples::Sample;
+use crate::samples::{alike, Sample};
 pub use crate::table::{render_html, render_markdown, render_text, Cell, Row, WorkloadTable};
 
 /// The significance level: a difference is marked when Welch's two-sided
@@ -247,10 +247,37 @@ fn transfer_legend(samples: &[Sample], workload: &str) -> Option<String> {
     ns.sort_by(f64::total_cmp);
     let (lo, hi) = (*ns.first()?, *ns.last()?);
     let median = ns[ns.len() / 2];
+    let moved: Vec<String> = samples
+        .iter()
+        .filter(|s| s.workload == workload && s.placement_moved())
+        .map(|s| format!("{} x{} run {}", s.config, s.threads, s.rep + 1))
+        .collect();
+    // Runs placed unlike most: their rates are not comparable with the
+    // rest of the row.
+    let apart: Vec<String> = samples
+        .iter()
+        .filter(|s| s.workload == workload)
+        .filter_map(|s| Some((s, s.transfer_ns?)))
+        .filter(|&(_, ns)| !alike(ns, median))
+        .map(|(s, ns)| format!("{} x{} run {} ({ns:.0} ns)", s.config, s.threads, s.rep + 1))
+        .collect();
+    // `; <count> <what>: <runs>`, or nothing for no run.
+    let clause = |what: &str, runs: Vec<String>| {
+        if runs.is_empty() {
+            String::new()
+        } else {
+            format!("; {} {what}: {}", runs.len(), runs.join(", "))
+        }
+    };
     Some(format!(
         "CPU-to-CPU cache-line transfer (one way, the first two workers' CPUs) measured \
          before each run of several workers: {lo:.0}–{hi:.0} ns, median {median:.0} ns \
-         (where the machine put the CPUs: see docs/workloads.md)"
+         (where the machine put the CPUs: see docs/workloads.md){}{}",
+        clause(
+            "placed unlike the median (not comparable with the rest)",
+            apart
+        ),
+        clause("moved during the run (measured again after it)", moved),
     ))
 }
 
@@ -464,6 +491,7 @@ impl std::error::Error for Incomparable {}
 ///     value,
 ///     cpu_wait: None,
 ///     transfer_ns: None,
+///     transfer_after_ns: None,
 /// };
 /// let a = [sample("maple", 0, 100.0), sample("maple", 1, 102.0)];
 /// let b = [sample("maple", 0, 150.0), sample("maple", 1, 151.0)];
@@ -514,6 +542,7 @@ mod tests {
             value,
             cpu_wait: None,
             transfer_ns: None,
+            transfer_after_ns: None,
         }
     }
 
@@ -592,15 +621,30 @@ mod tests {
             [
                 "CPU-to-CPU cache-line transfer (one way, the first two workers' CPUs) \
                  measured before each run of several workers: 16–110 ns, median 17 ns \
-                 (where the machine put the CPUs: see docs/workloads.md)"
+                 (where the machine put the CPUs: see docs/workloads.md); 2 placed unlike \
+                 the median (not comparable with the rest): legacy x2 run 2 (29 ns), \
+                 legacy x2 run 4 (110 ns)"
             ]
         );
+        // A run whose CPUs moved while it ran is named.
+        let mut moved = run.clone();
+        for s in moved.iter_mut().filter(|s| s.transfer_ns.is_some()) {
+            s.transfer_after_ns = Some(if s.rep == 3 {
+                17.0
+            } else {
+                s.transfer_ns.unwrap()
+            });
+        }
+        assert!(transfer(&suite_tables(&moved)[0])[0].ends_with(
+            "legacy x2 run 4 (110 ns); 1 moved during the run (measured again after it): \
+             legacy x2 run 4"
+        ));
         // Not measured (mmap1 here, or any file from before the field):
         // no line, and nothing written for it.
         assert!(transfer(&tables[1]).is_empty(), "{:?}", tables[1].legend);
         let (parsed, written) = sample_from_before_the_fields();
-        assert_eq!(parsed.transfer_ns, None);
-        assert!(!written.contains("transfer_ns"));
+        assert_eq!((parsed.transfer_ns, parsed.transfer_after_ns), (None, None));
+        assert!(!written.contains("transfer_"));
     }
 
     #[test]

@@ -169,6 +169,7 @@ mod tests {
             value,
             cpu_wait: None,
             transfer_ns: None,
+            transfer_after_ns: None,
         }
     }
 

@@ -284,6 +284,7 @@ mod tests {
                     value: centre * f,
                     cpu_wait: None,
                     transfer_ns: None,
+                    transfer_after_ns: None,
                 });
             }
         }

@@ -886,6 +886,7 @@ mod tests {
             value: 0.0,
             cpu_wait: None,
             transfer_ns: None,
+            transfer_after_ns: None,
         }
     }
 

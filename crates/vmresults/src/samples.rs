@@ -62,6 +62,42 @@ pub struct Sample {
     /// it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transfer_ns: Option<f64>,
+    /// The same transfer measured just after the run: where it is not
+    /// alike `transfer_ns` (see `vmlab::placement`), the host moved the
+    /// CPUs during the run and its rate mixes two placements. `None` where
+    /// `transfer_ns` is, and in files written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transfer_after_ns: Option<f64>,
+}
+
+/// Two one-way transfer times ([`Sample::transfer_ns`]) belong to the
+/// same placement of the CPUs when the larger is at most this many times
+/// the smaller. The placements of this project's 2-vCPU guest (about 16 ns
+/// for hyperthreads of one core, 33 ns for two cores of one complex,
+/// 105 ns across complexes) are 2x and 3x apart; the measurements of one
+/// placement spread by less than 1.3x.
+pub const PLACEMENT_BAND: f64 = 1.5;
+
+/// Whether two transfer times belong to the same placement (see
+/// [`PLACEMENT_BAND`]).
+///
+/// ```
+/// use vmresults::samples::alike;
+/// assert!(alike(33.0, 35.0));
+/// assert!(!alike(33.0, 105.0)); // two core complexes
+/// assert!(!alike(16.0, 33.0)); // hyperthreads of one core
+/// ```
+pub fn alike(a: f64, b: f64) -> bool {
+    a > 0.0 && b > 0.0 && a.max(b) <= PLACEMENT_BAND * a.min(b)
+}
+
+impl Sample {
+    /// Whether the host moved the run's CPUs during it: the transfer
+    /// measured after the run is not [`alike`] the one before. `false`
+    /// where either was not measured.
+    pub fn placement_moved(&self) -> bool {
+        matches!((self.transfer_ns, self.transfer_after_ns), (Some(a), Some(b)) if !alike(a, b))
+    }
 }
 
 /// Writes `samples` to `path`, one JSON object per line.
@@ -331,6 +367,7 @@ mod tests {
             value,
             cpu_wait: None,
             transfer_ns: None,
+            transfer_after_ns: None,
         }
     }
 

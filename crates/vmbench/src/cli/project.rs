@@ -11,6 +11,7 @@ use flate2::Compression;
 use mm::lock::LockKind;
 use mm::policy::ImapDesign;
 use mm::IndexKind;
+use vmlab::placement::Rule;
 use vmlab::project::report::{default_cpus, validation_markdown, write_results};
 use vmlab::project::{self, Evidence, Method, ProjectConfig, ValidateConfig, Validation};
 use vmlab::run::harness::{Mode, Timing};
@@ -122,6 +123,13 @@ pub struct ProjectArgs {
     /// Other VMAs mapped into each address space first.
     #[arg(long, default_value_t = vmlab::run::resident::DEFAULT_RESIDENT)]
     pub resident: usize,
+
+    /// --validate: where the host may put the measured runs' CPUs, as
+    /// `vmbench run --placement` (see docs/workloads.md): `hold` (the
+    /// first run's placement), NS (CPUs about NS nanoseconds apart), or
+    /// `any`. [default: hold; any with --quick]
+    #[arg(long, value_parser = super::parse_placement)]
+    pub placement: Option<Rule>,
 
     /// Shorter calibration runs, for smoke tests.
     #[arg(long)]
@@ -323,6 +331,9 @@ fn validate(args: &ProjectArgs) -> Result<bool, LabError> {
         cpus,
         machine,
         remeasure,
+        placement: args
+            .placement
+            .unwrap_or(if args.quick { Rule::Any } else { Rule::Hold }),
         repeat: args.repeat,
         // The lab's rwsem spins a fixed budget; predict the lock it runs.
         method: Method {

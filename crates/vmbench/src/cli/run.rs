@@ -6,6 +6,7 @@ use std::time::Duration;
 use mm::lock::LockKind;
 use mm::policy::ImapDesign;
 use mm::IndexKind;
+use vmlab::placement::Rule;
 use vmlab::run::harness::Mode;
 use vmlab::run::workload::Workload;
 use vmlab::run::{self, execl, RunConfig};
@@ -192,6 +193,11 @@ impl RunArgs {
             anon_rules,
             topology,
             pin: !self.machine.no_pin,
+            placement: self.machine.placement.unwrap_or(if self.quick {
+                Rule::Any
+            } else {
+                Rule::Hold
+            }),
         })
     }
 }
@@ -208,8 +214,22 @@ pub fn main(args: &RunArgs) -> Result<(), LabError> {
     // prints what was measured.
     let signals = StopSignals::install()?;
     let finished = run::run_all(&config, Some(&signals), &mut |row| {
+        let placed = row.placed.map_or_else(String::new, |p| {
+            let mut s = format!(", CPUs {} ns apart", run::format_placed(Some(p)));
+            if p.waited.as_secs_f64() >= 0.5 {
+                s += &format!(" after waiting {:.1} s for that", p.waited.as_secs_f64());
+            }
+            if p.attempts > 1 {
+                s += &format!(
+                    "; {} earlier tr{} taken again as they moved",
+                    p.attempts - 1,
+                    if p.attempts == 2 { "y" } else { "ies" }
+                );
+            }
+            s
+        });
         eprintln!(
-            "vmbench run: {}: {:.0} ops/s (cpu share {})",
+            "vmbench run: {}: {:.0} ops/s (cpu share {}{placed})",
             row.label(),
             row.m.ops_per_sec(),
             run::format_share(row.m.cpu_share(row.spec.threads)),

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
+use vmlab::placement::Rule;
 use vmlab::run::execl;
 use vmlab::run::harness::Timing;
 use vmlab::suite::{self, Plan, SuiteWorkload};
@@ -153,6 +154,11 @@ impl SuiteArgs {
             tree_scale,
             topology,
             pin: !self.machine.no_pin,
+            placement: self.machine.placement.unwrap_or(if self.quick {
+                Rule::Any
+            } else {
+                Rule::Hold
+            }),
             out,
         })
     }
@@ -170,6 +176,7 @@ impl SuiteArgs {
             || self.repeat.is_some()
             || self.machine.topology.is_some()
             || self.machine.no_pin
+            || self.machine.placement.is_some()
     }
 }
 

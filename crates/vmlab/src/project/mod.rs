@@ -27,6 +27,7 @@ use vmproject::{LockClass, Machine, Profile};
 
 pub mod report;
 
+use crate::placement::{Gate, Rule};
 use crate::profile;
 use crate::run::harness::{self, Design, Mode, Spec, Timing};
 use crate::run::workload::Workload;
@@ -283,6 +284,11 @@ pub struct ValidateConfig {
     /// run measures the machine of its own minute. `None`: `machine` for
     /// every run.
     pub remeasure: Option<fn() -> Result<Machine, LabError>>,
+    /// Which placement of the workers' CPUs the measured runs at more
+    /// than one worker wait for (see [`crate::placement`]): under the
+    /// default, `hold`, every run is measured, and described, with its
+    /// CPUs placed as the first one's.
+    pub placement: Rule,
     /// Measured runs per point; the median is compared.
     pub repeat: usize,
     /// How profiles are recorded and simulated; its timing is also every
@@ -453,6 +459,11 @@ pub fn validate(
             topology.nr_cpus()
         )));
     }
+    let placed = topology.nr_cpus() >= 2;
+    let t = Arc::clone(&topology);
+    let mut gate = Gate::new(config.placement, move || {
+        crate::topology::transfer_ns(t.real_cpu(0), t.real_cpu(1))
+    });
     let mut out = Vec::new();
     for (label, workload, mode, design) in &config.configs {
         let s = spec(
@@ -481,18 +492,30 @@ pub fn validate(
                 if threads == 1 && config.repeat <= 1 {
                     continue;
                 }
-                if threads > 1 {
-                    let machine = match config.remeasure {
-                        Some(measure) => measure()?,
-                        None => config.machine.clone(),
-                    };
-                    described[k].push(machine);
-                }
                 let spec = Spec {
                     threads,
                     ..s.clone()
                 };
-                runs[k].push(rate(&spec, &config.method.timing)?);
+                if threads == 1 {
+                    runs[k].push(rate(&spec, &config.method.timing)?);
+                    continue;
+                }
+                // Described just before the run, once the CPUs are where
+                // the gate holds them.
+                let described_run = || {
+                    let machine = match config.remeasure {
+                        Some(measure) => measure()?,
+                        None => config.machine.clone(),
+                    };
+                    Ok::<_, LabError>((machine, rate(&spec, &config.method.timing)?))
+                };
+                let (machine, r) = if placed {
+                    gate.run(described_run)?.0
+                } else {
+                    described_run()?
+                };
+                described[k].push(machine);
+                runs[k].push(r);
             }
         }
         for r in &mut runs {

@@ -43,6 +43,7 @@ fn samples_of(points: &[ProjectedPoint]) -> Vec<Sample> {
             value: p.value,
             cpu_wait: None,
             transfer_ns: None,
+            transfer_after_ns: None,
         })
         .collect()
 }

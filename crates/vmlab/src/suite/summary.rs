@@ -29,6 +29,7 @@ const WRITES: [&str; 3] = ["mmap1", "brk1", "mmap2"];
 ///     higher_is_better: true, config: config.into(), threads: 1, rep, value,
 ///     cpu_wait: None,
 ///     transfer_ns: None,
+///     transfer_after_ns: None,
 /// };
 /// let lines = vmlab::suite::summary(&[s("rule=off", 0, 10.0), s("rule=on", 0, 12.0)]);
 /// assert_eq!(lines.len(), 1);
@@ -261,6 +262,7 @@ mod tests {
                 value,
                 cpu_wait: None,
                 transfer_ns: None,
+                transfer_after_ns: None,
             })
             .collect()
     }
