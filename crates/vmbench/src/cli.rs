@@ -36,10 +36,9 @@ pub struct MachineArgs {
     /// before each run of several pinned workers the one-way cache-line
     /// transfer between the first two is measured, and `hold` waits (up to
     /// 30 s, then holds where the host kept them) until it is within 1.5x
-    /// of the first such run's, NS waits for
-    /// one within 1.5x of NS nanoseconds, `any` never waits. A run during
-    /// which it changed is taken again, up to three times. [default: hold;
-    /// any with --quick]
+    /// of the first such run's, NS waits for one within 1.5x of NS
+    /// nanoseconds, `any` never waits. A run during which it changed is
+    /// taken again, up to three times. [default: hold; any with --quick]
     #[arg(long, value_parser = parse_placement)]
     pub placement: Option<Rule>,
 }

@@ -46,14 +46,32 @@ pub fn summary(samples: &[Sample]) -> Vec<String> {
 /// The run's samples as the tables group them, read through the `ops/s`
 /// metric of each workload.
 struct Run<'s> {
+    samples: &'s [Sample],
     groups: Vec<group::Workload<'s>>,
 }
 
 impl<'s> Run<'s> {
     fn new(samples: &'s [Sample]) -> Run<'s> {
         Run {
+            samples,
             groups: group::by_workload(samples),
         }
+    }
+
+    /// ` (CPUs N ns apart)`: the median transfer time measured before
+    /// `workload`'s runs at `threads` workers, which says where the host
+    /// put the CPUs (see `crate::placement`); empty where none was
+    /// measured.
+    fn placement(&self, workload: &str, threads: usize) -> String {
+        let mut ns: Vec<f64> = self
+            .samples
+            .iter()
+            .filter(|s| s.workload == workload && s.threads == threads)
+            .filter_map(|s| s.transfer_ns)
+            .collect();
+        ns.sort_by(f64::total_cmp);
+        ns.get(ns.len() / 2)
+            .map_or_else(String::new, |m| format!(" (CPUs {m:.0} ns apart)"))
     }
 
     /// `workload`'s group and its ops/s metric.
@@ -224,7 +242,8 @@ fn imap(run: &Run<'_>) -> Option<String> {
     }
     (!groups.is_empty()).then(|| {
         format!(
-            "i_mmap: execl at {t} workers against single (Welch p < {ALPHA}): {}",
+            "i_mmap: execl at {t} workers{} against single (Welch p < {ALPHA}): {}",
+            run.placement(w, t),
             groups.join("; ")
         )
     })
@@ -322,5 +341,17 @@ mod tests {
         for l in &lines {
             assert!(!l.contains('\n'));
         }
+        // Where the CPUs were, once measured: the two designs compared ran
+        // with them this far apart.
+        for (i, sample) in all.iter_mut().filter(|x| x.workload == "execl").enumerate() {
+            // One run across two core complexes; the median is the rest's.
+            sample.transfer_ns = Some(if i == 0 { 105.0 } else { 33.0 });
+        }
+        let lines = summary(&all);
+        assert!(
+            lines[1].starts_with("i_mmap: execl at 2 workers (CPUs 33 ns apart) against single"),
+            "{}",
+            lines[1]
+        );
     }
 }
