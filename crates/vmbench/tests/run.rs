@@ -330,7 +330,7 @@ fn runs_of_several_pinned_workers_record_where_their_cpus_were() {
     if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
         return;
     }
-    let lines = json_lines(&[
+    let mmap1 = [
         "run",
         "--quick",
         "--json",
@@ -340,11 +340,8 @@ fn runs_of_several_pinned_workers_record_where_their_cpus_were() {
         "processes",
         "--index",
         "maple",
-        "--threads",
-        "1,2",
-        "--placement",
-        "any",
-    ]);
+    ];
+    let lines = json_lines(&[&mmap1[..], &["--threads", "1,2", "--placement", "any"]].concat());
     assert_eq!(lines.len(), 2);
     for v in &lines {
         let ns = |f: &str| v[f].as_f64();
@@ -361,20 +358,7 @@ fn runs_of_several_pinned_workers_record_where_their_cpus_were() {
         }
     }
     // Unpinned workers have no CPUs of their own: nothing is measured.
-    let unpinned = json_lines(&[
-        "run",
-        "--quick",
-        "--json",
-        "--workloads",
-        "mmap1",
-        "--mode",
-        "processes",
-        "--index",
-        "maple",
-        "--threads",
-        "2",
-        "--no-pin",
-    ]);
+    let unpinned = json_lines(&[&mmap1[..], &["--threads", "2", "--no-pin"]].concat());
     assert!(unpinned[0].get("transfer_ns").is_none(), "{}", unpinned[0]);
 }
 

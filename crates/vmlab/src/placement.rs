@@ -28,7 +28,10 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use mm::topology::Topology;
 
 use crate::LabError;
 
@@ -94,6 +97,17 @@ impl FromStr for Rule {
             },
         }
     }
+}
+
+/// The lab's gate: it measures the one-way transfer between the CPUs of
+/// workers 0 and 1 on `topology` ([`crate::topology::transfer_ns`]).
+pub fn first_two_workers(
+    rule: Rule,
+    topology: Arc<Topology>,
+) -> Gate<impl FnMut() -> Result<f64, LabError>> {
+    Gate::new(rule, move || {
+        crate::topology::transfer_ns(topology.real_cpu(0), topology.real_cpu(1))
+    })
 }
 
 /// The placement one run had.

@@ -37,7 +37,7 @@ use serde::Serialize;
 use std::sync::Arc;
 
 use crate::figure::Figure;
-use crate::placement::{Gate, Placed, Rule};
+use crate::placement::{self, Gate, Placed, Rule};
 use crate::stop::StopSignals;
 use crate::LabError;
 use harness::{Design, Measurement, Mode, Spec, Timing};
@@ -290,15 +290,13 @@ fn measure_median<M>(
 where
     M: FnMut() -> Result<f64, LabError>,
 {
-    let t = &spec.topology;
-    let placed = spec.threads >= 2 && spec.pin && !t.is_emulated() && t.nr_cpus() >= 2;
     let measure = || {
         harness::measure(spec, &config.timing)
             .map_err(|e| LabError(format!("{}: {e}", label(spec))))
     };
     let mut runs = Vec::with_capacity(config.repeat);
     for _ in 0..config.repeat {
-        runs.push(if placed {
+        runs.push(if spec.placed() {
             gate.run(measure).map(|(m, p)| (m, Some(p)))?
         } else {
             (measure()?, None)
@@ -495,10 +493,7 @@ pub fn run_all(
     stop: Option<&StopSignals>,
     sink: &mut dyn FnMut(Row) -> Result<(), LabError>,
 ) -> Result<bool, LabError> {
-    let t = Arc::clone(&config.topology);
-    let mut gate = Gate::new(config.placement, move || {
-        crate::topology::transfer_ns(t.real_cpu(0), t.real_cpu(1))
-    });
+    let mut gate = placement::first_two_workers(config.placement, Arc::clone(&config.topology));
     for &workload in &config.workloads {
         for &mode in &config.modes {
             if let (Mode::Threads, Some(why)) = (mode, workload.processes_only()) {

@@ -56,7 +56,7 @@ use mm::policy::ImapDesign;
 use mm::topology::Topology;
 use mm::IndexKind;
 
-use crate::placement::{Gate, Rule};
+use crate::placement::{self, Gate, Rule};
 use crate::run::harness::{self, Design, Mode, Spec, Timing};
 use crate::run::resident;
 use crate::run::workload::Workload;
@@ -840,11 +840,8 @@ fn measure_and_write(
     );
     // A resumed run holds the placement its first recorded run of several
     // workers had.
-    let t = Arc::clone(&plan.topology);
-    let mut gate = Gate::new(plan.placement, move || {
-        crate::topology::transfer_ns(t.real_cpu(0), t.real_cpu(1))
-    })
-    .holding(done.iter().find_map(|s| s.transfer_ns));
+    let mut gate = placement::first_two_workers(plan.placement, Arc::clone(&plan.topology))
+        .holding(done.iter().find_map(|s| s.transfer_ns));
     let mut samples = done;
     let mut failures: Vec<String> = Vec::new();
     let mut failed: BTreeSet<(String, String, usize)> = BTreeSet::new();
@@ -957,9 +954,7 @@ where
         topology: Arc::clone(&plan.topology),
         pin: plan.pin,
     };
-    let t = &plan.topology;
-    let placed = threads >= 2 && plan.pin && !t.is_emulated() && t.nr_cpus() >= 2;
-    let measured = if placed {
+    let measured = if spec.placed() {
         gate.run(|| harness::measure(&spec, &plan.timing).map_err(|e| LabError(e.to_string())))
             .map(|(m, p)| (m, Some(p)))
     } else {

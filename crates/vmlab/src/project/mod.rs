@@ -27,7 +27,7 @@ use vmproject::{LockClass, Machine, Profile};
 
 pub mod report;
 
-use crate::placement::{Gate, Rule};
+use crate::placement::{self, Rule};
 use crate::profile;
 use crate::run::harness::{self, Design, Mode, Spec, Timing};
 use crate::run::workload::Workload;
@@ -459,11 +459,7 @@ pub fn validate(
             topology.nr_cpus()
         )));
     }
-    let placed = topology.nr_cpus() >= 2;
-    let t = Arc::clone(&topology);
-    let mut gate = Gate::new(config.placement, move || {
-        crate::topology::transfer_ns(t.real_cpu(0), t.real_cpu(1))
-    });
+    let mut gate = placement::first_two_workers(config.placement, Arc::clone(&topology));
     let mut out = Vec::new();
     for (label, workload, mode, design) in &config.configs {
         let s = spec(
@@ -509,7 +505,7 @@ pub fn validate(
                     };
                     Ok::<_, LabError>((machine, rate(&spec, &config.method.timing)?))
                 };
-                let (machine, r) = if placed {
+                let (machine, r) = if spec.placed() {
                     gate.run(described_run)?.0
                 } else {
                     described_run()?

@@ -154,6 +154,13 @@ impl Spec {
         self.design.policy(&self.topology)
     }
 
+    /// Whether the run has a placement to hold (see [`crate::placement`]):
+    /// several workers, pinned to distinct real CPUs of the host.
+    pub fn placed(&self) -> bool {
+        let t = &self.topology;
+        self.threads >= 2 && self.pin && !t.is_emulated() && t.nr_cpus() >= 2
+    }
+
     /// The (virtual) CPU worker `id` runs as, and whether it is pinned to
     /// the real CPU behind it. On the host's topology worker `i` runs as
     /// CPU `i`, pinned to it unless `pin` is off; on an emulated one the workers are spread over the
