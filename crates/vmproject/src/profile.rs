@@ -190,7 +190,9 @@ pub struct Profile {
     /// Threads mode: the operations of two workers whose calls took
     /// turns on the one address space (worker 0's first operation, worker
     /// 1's, worker 0's second, ...), which the simulation of two CPUs or
-    /// more runs instead of [`ops`](Profile::ops): what a worker's calls
+    /// more runs instead of [`ops`](Profile::ops) whenever another CPU
+    /// wrote under a lock they share since a CPU's previous operation
+    /// began (see [`crate::sim`]): what a worker's calls
     /// do when another worker's calls come between them (its anonymous
     /// mapping merges with the other's, so both take one VMA's lock; its
     /// `brk` finds the break moved already). Its `ops_per_sec` is the
@@ -230,9 +232,11 @@ impl Profile {
         }
     }
 
-    /// The profile the simulation of `cpus` CPUs runs: the
+    /// The profile the simulation of `cpus` CPUs starts from: the
     /// [`interleaved`](Profile::interleaved) operations from two CPUs on,
-    /// where there are some, and this profile's own otherwise.
+    /// where there are some, and this profile's own otherwise. (From two
+    /// CPUs on, a CPU whose call meets no other CPU's work runs this
+    /// profile's own operations: see [`crate::sim`].)
     ///
     /// ```
     /// use vmproject::{Profile, Step};

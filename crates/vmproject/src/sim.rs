@@ -8,10 +8,20 @@
 //! round and round, one simulated thread per CPU (nothing else runs on
 //! it). Each CPU starts at an operation chosen from the seed and after a
 //! start delay drawn from the seed (up to one mean operation), so CPUs are
-//! not in lockstep. A CPU that spins or sleeps does no work. Two CPUs or
-//! more run a threads-mode profile's [`Profile::interleaved`] operations
-//! when it has them (what a worker does when other workers' calls come
-//! between its own), one CPU its recorded [`ops`](Profile::ops).
+//! not in lockstep. A CPU that spins or sleeps does no work.
+//!
+//! A threads-mode profile with [`Profile::interleaved`] operations (what
+//! a worker does when the other workers' calls come between its own) has
+//! two CPUs or more choose at every operation boundary: a CPU runs the
+//! next interleaved operation when another CPU has taken a lock they
+//! share ([`Scope::Shared`] or [`Scope::Group`]) as writer since its
+//! previous operation began, and the next of the recorded one-worker
+//! [`ops`](Profile::ops) otherwise. Its call can only meet another
+//! worker's work through what that worker wrote under such a lock; so
+//! CPUs that share no lock each run one worker's operations, and a CPU
+//! that keeps a lock while the others wait runs one worker's operations
+//! under it. The two profiles' locks are one instance where they are the
+//! same lock (class, kind and scope).
 //!
 //! Steps ([`Step`]):
 //!
@@ -48,7 +58,9 @@
 //! - its **lock word**, one line with the CPU that wrote it last. Every
 //!   acquisition (readers too: a reader adds itself to the count) costs
 //!   [`Machine::transfer_ns`](crate::Machine::transfer_ns) from that CPU
-//!   and makes the acquirer its writer. A release costs the same from the
+//!   and makes the acquirer its writer; when the acquirer wrote the word
+//!   last but another CPU spins on it, the acquisition costs one transfer
+//!   to that spinner (the invalidation of its copy). A release costs the same from the
 //!   word's last writer; when the releaser wrote the word last but a CPU
 //!   is spinning on it (it holds a shared copy), the release costs one
 //!   transfer to that spinner instead (the invalidation of its copy).
@@ -112,10 +124,19 @@
 //!   does not spin on readers (it missed the fast path because waiters
 //!   are queued, and does not join the readers past them: the lab's rule,
 //!   which keeps a reader stream from starving a queued writer; the
-//!   kernel's readers may steal there). A spinner takes the lock the
-//!   moment it is released (a reader only if it is free or no one is
-//!   queued). A spinner that cannot spin goes to sleep, and so do the
-//!   spinners of every rwsem a sleeping CPU owns as writer.
+//!   kernel's readers may steal there). A spinner sees a release one
+//!   read of the word after it takes effect: [`Machine::chain`] of a
+//!   transfer from the releaser (a dependent load of a line another CPU
+//!   wrote; the exchange that then takes the lock costs the rest of the
+//!   transfer). Until then the lock is free to any CPU's fast path, the
+//!   releaser's own next acquisition included: a releaser whose next
+//!   section comes sooner keeps the lock, and the word and data its cache
+//!   holds, while the spinner spins on (as on the hardware, where a
+//!   spinner polling a line another CPU writes loses such races). Then
+//!   the spinner takes the lock if it is still free (a reader only if it
+//!   is free or no one is queued). A spinner that cannot spin goes to
+//!   sleep, and so do the spinners of every rwsem a sleeping CPU owns as
+//!   writer.
 //! - Sleeping: a FIFO wait queue. Going to sleep and being switched back
 //!   in cost [`Machine::sleep_ns`](crate::Machine::sleep_ns) of CPU time
 //!   and a wake-up takes [`Machine::wake_ns`](crate::Machine::wake_ns)
@@ -130,7 +151,8 @@
 //!   one the numa kind's policy picks) has waited [`HANDOFF_NS`] or more
 //!   since it first queued, the lock is handed to it (no
 //!   stealing: a spinner seeing a sleeping owner stops spinning).
-//!   Otherwise the spinner, if any, takes it. Otherwise the front waiter
+//!   Otherwise the spinner, if any, takes it (once it sees the release,
+//!   above). Otherwise the front waiter
 //!   is served: readers at the front are granted the lock together (a
 //!   batch of consecutive readers), a writer is woken and must compete
 //!   for the lock again when it runs (a running CPU may take it first; the
@@ -374,6 +396,11 @@ pub struct ClassTime {
     /// The part of `held` that was cache-line transfers (lock word and
     /// protected data).
     pub transfers: f64,
+    /// Not a share of time: of the class's acquisitions that CPUs made
+    /// in their windows, the share that missed the fast path (spun or
+    /// slept first), as the lab's lock statistics count `contended`.
+    #[serde(default)]
+    pub contended: f64,
 }
 
 /// Where CPU time went, as shares of all measured CPU time: `outside`
@@ -400,6 +427,7 @@ impl Breakdown {
                 spinning: 0.0,
                 sleeping: 0.0,
                 transfers: 0.0,
+                contended: 0.0,
             })
     }
 
@@ -559,8 +587,10 @@ pub fn simulate(
     }
     // Two CPUs or more of a threads-mode profile run what its workers do
     // when their calls meet.
-    let profile = profile.for_cpus(config.cpus);
-    let mut sim = Sim::new(profile, machine, config);
+    let interleaved = profile.for_cpus(config.cpus);
+    let alone = (!std::ptr::eq(interleaved, profile)).then_some(profile);
+    let profile = interleaved;
+    let mut sim = Sim::new(profile, alone, machine, config);
     sim.run()?;
     sim.result(profile, machine)
 }
@@ -692,12 +722,22 @@ struct Cpu {
     queued_at: f64,
     /// When its spinning on a reader-owned rwsem ends.
     rspin_until: f64,
+    /// When its pending event (the one `gen` names) is due.
+    armed: f64,
     gen: u32,
     node: usize,
     /// Profile stage (0, or later after conversions), operation, step.
     stage: usize,
     op: usize,
     step: usize,
+    /// Whether its current operation is the alone profile's (see
+    /// [`Sim::alone`]), and that profile's next operation.
+    alone: bool,
+    alone_op: usize,
+    /// [`Sim::shared_writes`] when its current operation began, and its
+    /// own writer acquisitions of shared locks since.
+    writes_at: u64,
+    own_writes: u64,
     /// The offset its operations start at, from the seed.
     offset: u64,
     /// Instances held, in acquisition order.
@@ -830,6 +870,11 @@ struct Inst {
     /// When the word's last transfer completes: a line moves to one CPU
     /// at a time, so transfers of one word queue behind each other.
     word_free: f64,
+    /// Rwsem kinds: when a release last left the lock free, and by whom:
+    /// a spinner sees it free only once its read of the word has brought
+    /// the releaser's store over.
+    freed_at: f64,
+    freed_by: u32,
     /// The protected data's last writer.
     data: u32,
     /// Lines of the data its last writer left dirty: what another CPU's
@@ -853,6 +898,17 @@ struct Inst {
 impl Inst {
     fn free(&self) -> bool {
         self.writer == NONE && self.readers == 0
+    }
+
+    /// A CPU other than `c` that spins on the word, holding a copy of
+    /// its line (the rwsem's spinner, or the first of the other kinds'),
+    /// or [`NONE`].
+    fn spinning_other(&self, c: u32) -> u32 {
+        if self.spinner != NONE && self.spinner != c {
+            self.spinner
+        } else {
+            self.spin.iter().copied().find(|&s| s != c).unwrap_or(NONE)
+        }
     }
 
     fn rwsem(&self) -> bool {
@@ -915,14 +971,29 @@ struct Sim<'a> {
     t_start: Option<f64>,
     p_start: Vec<f64>,
     stage: usize,
+    /// A threads-mode profile's operations as one worker ran them, when
+    /// the simulation runs its interleaved ones, and where their locks'
+    /// instances are.
+    alone: Option<&'a Profile>,
+    alone_places: Vec<Placement>,
+    /// Writer acquisitions of locks other CPUs see, all CPUs together.
+    shared_writes: u64,
     contended: u64,
     converted_at: Option<f64>,
     outside: f64,
     classes: [[f64; 4]; 4],
+    /// By class: acquisitions CPUs made in their windows, and how many of
+    /// them missed the fast path.
+    acquired: [[u64; 2]; 4],
 }
 
 impl<'a> Sim<'a> {
-    fn new(profile: &'a Profile, machine: &'a Machine, config: &Config) -> Self {
+    fn new(
+        profile: &'a Profile,
+        alone: Option<&'a Profile>,
+        machine: &'a Machine,
+        config: &Config,
+    ) -> Self {
         let n = config.cpus;
         let mut profiles = vec![profile];
         while let Some(c) = &profiles[profiles.len() - 1].converts_to {
@@ -945,61 +1016,82 @@ impl<'a> Sim<'a> {
             .collect();
         let words = n.div_ceil(64);
         let mut insts = Vec::new();
-        let mut places = Vec::new();
         let mut nsharers = 0;
-        for (stage, p) in profiles.iter().enumerate() {
-            let mut pl = Vec::new();
-            for l in &p.locks {
-                let count = match l.scope {
-                    Scope::Worker => n,
-                    Scope::Shared => 1,
-                    Scope::Group => groups as usize,
-                };
-                pl.push(Placement {
-                    base: insts.len() as u32,
-                    scope: l.scope,
+        let stages = profiles.len();
+        // Makes a lock's instances (by its scope) for a profile stage.
+        let mut make = |l: &crate::profile::LockRef, stage: usize| {
+            let count = match l.scope {
+                Scope::Worker => n,
+                Scope::Shared => 1,
+                Scope::Group => groups as usize,
+            };
+            let at = Placement {
+                base: insts.len() as u32,
+                scope: l.scope,
+            };
+            let kind = match (l.class, config.lock) {
+                (LockClass::IMmap | LockClass::AnonVma, Some(k)) => k,
+                _ => l.kind,
+            };
+            let queues = if kind == LockKind::Numa {
+                machine.nodes
+            } else {
+                1
+            };
+            for _ in 0..count {
+                insts.push(Inst {
+                    kind,
+                    class: class_index(l.class),
+                    stage,
+                    counts: l.class == LockClass::IMmap
+                        && l.scope == Scope::Shared
+                        && stage + 1 < stages,
+                    worker: l.scope == Scope::Worker,
+                    writer: NONE,
+                    readers: 0,
+                    word: NONE,
+                    word_free: 0.0,
+                    freed_at: f64::NEG_INFINITY,
+                    freed_by: NONE,
+                    data: NONE,
+                    dirty: 0,
+                    sharers: if l.scope == Scope::Worker {
+                        0
+                    } else {
+                        nsharers += words;
+                        nsharers - words
+                    },
+                    spinner: NONE,
+                    osq: NodeQueue::new(queues),
+                    spin: VecDeque::new(),
+                    spin_writers: 0,
+                    waiters: NodeQueue::new(queues),
+                    wait_writers: 0,
                 });
-                let kind = match (l.class, config.lock) {
-                    (LockClass::IMmap | LockClass::AnonVma, Some(k)) => k,
-                    _ => l.kind,
-                };
-                let queues = if kind == LockKind::Numa {
-                    machine.nodes
-                } else {
-                    1
-                };
-                for _ in 0..count {
-                    insts.push(Inst {
-                        kind,
-                        class: class_index(l.class),
-                        stage,
-                        counts: l.class == LockClass::IMmap
-                            && l.scope == Scope::Shared
-                            && stage + 1 < profiles.len(),
-                        worker: l.scope == Scope::Worker,
-                        writer: NONE,
-                        readers: 0,
-                        word: NONE,
-                        word_free: 0.0,
-                        data: NONE,
-                        dirty: 0,
-                        sharers: if l.scope == Scope::Worker {
-                            0
-                        } else {
-                            nsharers += words;
-                            nsharers - words
-                        },
-                        spinner: NONE,
-                        osq: NodeQueue::new(queues),
-                        spin: VecDeque::new(),
-                        spin_writers: 0,
-                        waiters: NodeQueue::new(queues),
-                        wait_writers: 0,
-                    });
-                }
             }
-            places.push(pl);
-        }
+            at
+        };
+        let places: Vec<Vec<Placement>> = profiles
+            .iter()
+            .enumerate()
+            .map(|(stage, p)| p.locks.iter().map(|l| make(l, stage)).collect())
+            .collect();
+        // The alone profile's locks are the interleaved one's instances
+        // where they are the same lock (class, kind and scope).
+        let alone_places = alone.map_or_else(Vec::new, |a| {
+            a.locks
+                .iter()
+                .enumerate()
+                .map(|(k, l)| {
+                    let same = profiles[0].locks.get(k) == Some(l);
+                    match (same, profiles[0].locks.iter().position(|m| m == l)) {
+                        (true, _) => places[0][k],
+                        (false, Some(j)) => places[0][j],
+                        (false, None) => make(l, 0),
+                    }
+                })
+                .collect()
+        });
         let sharers = vec![0; nsharers];
         let mut rng = SplitMix(config.seed);
         let mean = profile.mean_op_ns();
@@ -1027,10 +1119,14 @@ impl<'a> Sim<'a> {
             p_start: vec![0.0; n],
             cap: usize::MAX,
             stage: 0,
+            alone,
+            alone_places,
+            shared_writes: 0,
             contended: 0,
             converted_at: None,
             outside: 0.0,
             classes: [[0.0; 4]; 4],
+            acquired: [[0; 2]; 4],
         };
         let max_held = sim.profiles.iter().map(|p| p.locks.len()).max();
         for c in 0..n {
@@ -1045,11 +1141,16 @@ impl<'a> Sim<'a> {
                 since: 0.0,
                 queued_at: 0.0,
                 rspin_until: f64::INFINITY,
+                armed: f64::NEG_INFINITY,
                 gen: 0,
                 node: machine.node_of(sim.place[c]),
                 stage: 0,
                 op: (offset % profile.ops.len() as u64) as usize,
                 step: 0,
+                alone: false,
+                alone_op: alone.map_or(0, |a| (offset % a.ops.len() as u64) as usize),
+                writes_at: 0,
+                own_writes: 0,
                 offset,
                 held: Vec::with_capacity(max_held.unwrap_or(0)),
                 done: 0,
@@ -1068,6 +1169,7 @@ impl<'a> Sim<'a> {
     fn schedule(&mut self, c: usize, t: f64) {
         let cpu = &mut self.cpus[c];
         cpu.gen = cpu.gen.wrapping_add(1);
+        cpu.armed = t;
         self.heap.push(Event {
             t,
             seq: self.seq,
@@ -1157,6 +1259,14 @@ impl<'a> Sim<'a> {
                     spinning: t[SPIN] / total,
                     sleeping: t[SLEEP] / total,
                     transfers: t[XFER] / total,
+                    contended: {
+                        let [acquired, missed] = self.acquired[class_index(class)];
+                        if acquired == 0 {
+                            0.0
+                        } else {
+                            missed as f64 / acquired as f64
+                        }
+                    },
                 }
             })
             .collect();
@@ -1214,7 +1324,12 @@ impl<'a> Sim<'a> {
     // ---- steps ----
 
     fn inst_of(&self, c: usize, lock: u32) -> usize {
-        let p = self.places[self.cpus[c].stage][lock as usize];
+        let cpu = &self.cpus[c];
+        let p = if cpu.alone {
+            self.alone_places[lock as usize]
+        } else {
+            self.places[cpu.stage][lock as usize]
+        };
         p.base as usize
             + match p.scope {
                 Scope::Worker => c,
@@ -1229,8 +1344,11 @@ impl<'a> Sim<'a> {
         let mut fresh = dt == 0.0;
         loop {
             let cpu = &self.cpus[c];
-            let profile: &'a Profile = self.profiles[cpu.stage];
-            let Some(&step) = profile.ops[cpu.op].get(cpu.step) else {
+            let op = match (cpu.alone, self.alone) {
+                (true, Some(a)) => &a.ops[cpu.alone_op],
+                _ => &self.profiles[cpu.stage].ops[cpu.op],
+            };
+            let Some(&step) = op.get(cpu.step) else {
                 // An operation ends at an event of its own, so that every
                 // CPU gets its turn even when operations take no time.
                 if dt > 0.0 || !fresh {
@@ -1267,6 +1385,7 @@ impl<'a> Sim<'a> {
                     let i = self.inst_of(c, lock);
                     if self.insts[i].worker {
                         // Nobody else sees this CPU's own lock: no event.
+                        self.count_acquisition(c, i);
                         self.cpus[c].step += 1;
                         self.own(c, i, write);
                         continue;
@@ -1276,6 +1395,7 @@ impl<'a> Sim<'a> {
                         return;
                     }
                     self.cpus[c].step += 1;
+                    self.count_acquisition(c, i);
                     match self.acquire(c, i, write) {
                         Some(cost) => dt += cost,
                         None => return,
@@ -1296,10 +1416,8 @@ impl<'a> Sim<'a> {
                     let inst = &self.insts[i];
                     let from = if inst.word != c as u32 {
                         inst.word
-                    } else if inst.spinner != NONE {
-                        inst.spinner
                     } else {
-                        inst.spin.front().copied().unwrap_or(NONE)
+                        inst.spinning_other(c as u32)
                     };
                     let cost = self.word_transfer(i, from, c);
                     self.insts[i].word = c as u32;
@@ -1339,11 +1457,21 @@ impl<'a> Sim<'a> {
         }
 
         let ops = self.profiles[stage].ops.len();
+        // An operation meets the other CPUs' work when one of them wrote
+        // under a lock they share since this CPU's last one began.
+        let met = self.shared_writes - cpu.writes_at > cpu.own_writes;
+        cpu.writes_at = self.shared_writes;
+        cpu.own_writes = 0;
         if cpu.stage != stage {
             cpu.stage = stage;
+            cpu.alone = false;
             cpu.op = (cpu.offset % ops as u64) as usize;
+        } else if let (false, Some(a)) = (met || stage != 0, self.alone) {
+            cpu.alone_op = (cpu.alone_op + 1) % a.ops.len();
+            cpu.alone = true;
         } else {
             cpu.op = (cpu.op + 1) % ops;
+            cpu.alone = false;
         }
         cpu.step = 0;
         if self.ops == LATE * warmup * self.cpus.len() {
@@ -1445,6 +1573,9 @@ impl<'a> Sim<'a> {
             return Some(self.take(c, i, write));
         }
         let inst = &self.insts[i];
+        if self.cpus[c].measuring {
+            self.acquired[inst.class][1] += 1;
+        }
         if inst.counts && inst.stage == self.stage {
             self.contended += 1;
             let after = self.profiles[self.stage]
@@ -1459,6 +1590,13 @@ impl<'a> Sim<'a> {
         }
         self.block(c, i, write);
         None
+    }
+
+    /// Counts an acquisition of `i` by `c` if `c` is in its window.
+    fn count_acquisition(&mut self, c: usize, i: usize) {
+        if self.cpus[c].measuring {
+            self.acquired[self.insts[i].class][0] += 1;
+        }
     }
 
     fn fast_ok(&self, i: usize, write: bool) -> bool {
@@ -1477,6 +1615,10 @@ impl<'a> Sim<'a> {
     /// Makes `c` an owner of `i`.
     fn own(&mut self, c: usize, i: usize, write: bool) {
         let inst = &mut self.insts[i];
+        if write && !inst.worker {
+            self.shared_writes += 1;
+            self.cpus[c].own_writes += 1;
+        }
         if write {
             inst.writer = c as u32;
         } else {
@@ -1487,10 +1629,37 @@ impl<'a> Sim<'a> {
 
     /// `c`'s access to the lock word as it takes the lock: its cost.
     fn pay(&mut self, c: usize, i: usize) -> f64 {
-        let cost = self.word_transfer(i, self.insts[i].word, c);
-        self.insts[i].word = c as u32;
+        self.pay_after(c, i, 0.0)
+    }
+
+    /// [`pay`](Self::pay) for a spinner whose read of the word has brought
+    /// part of the transfer over already (`seen` nanoseconds of it, spent
+    /// spinning): the exchange that takes the lock costs the rest.
+    fn pay_after(&mut self, c: usize, i: usize, seen: f64) -> f64 {
+        let inst = &self.insts[i];
+        // A CPU that wrote the word last still pays to take the lock
+        // when another CPU spins on the word: its exchange invalidates
+        // the spinner's copy, as a release does.
+        let from = if inst.word != c as u32 {
+            inst.word
+        } else {
+            inst.spinning_other(c as u32)
+        };
+        let full = self.word_transfer(i, from, c);
+        let cost = (full - seen).max(0.0);
+        let inst = &mut self.insts[i];
+        inst.word_free -= full - cost;
+        inst.word = c as u32;
         self.add(c, i, XFER, cost);
         cost
+    }
+
+    /// Rwsem kinds: how long spinner `s`'s read of the word takes to see
+    /// the store of the release that last freed `i`: a dependent load of
+    /// a line another CPU wrote, [`Machine::chain`] of a transfer.
+    fn look_ns(&self, i: usize, s: usize) -> f64 {
+        let inst = &self.insts[i];
+        self.xfer(inst.freed_by, s) * self.machine.chain
     }
 
     /// Moves lock `i`'s word from `from` to `c` now: the transfer waits
@@ -1518,7 +1687,14 @@ impl<'a> Sim<'a> {
     fn take_spinning(&mut self, c: usize, i: usize) {
         let spun = self.waited(c);
         self.add(c, i, SPIN, spun);
-        let cost = self.take(c, i, self.cpus[c].write);
+        // What of the word's transfer its spinning read brought over.
+        let seen = self
+            .look_ns(i, c)
+            .min(self.now - self.insts[i].freed_at)
+            .max(0.0);
+        let write = self.cpus[c].write;
+        self.own(c, i, write);
+        let cost = self.pay_after(c, i, seen);
         self.cpus[c].state = State::Run;
         self.schedule(c, self.now + cost);
     }
@@ -1584,6 +1760,14 @@ impl<'a> Sim<'a> {
                 inst.writer == NONE && (inst.readers == 0 || inst.waiters.len == 0)
             };
             if can_take {
+                // The release's store reaches the spinner one read of the
+                // word later; until then the lock is free to anyone else,
+                // the releaser's own next acquisition included.
+                let seen = self.insts[i].freed_at + self.look_ns(i, s);
+                if self.now < seen {
+                    self.schedule(s, seen);
+                    break;
+                }
                 self.next_spinner(i, self.cpus[s].node);
                 self.take_spinning(s, i);
                 continue;
@@ -1605,6 +1789,10 @@ impl<'a> Sim<'a> {
                     self.schedule(s, until);
                     true
                 } else {
+                    // A look at a free word may have replaced the timer.
+                    if self.now < until && self.cpus[s].armed != until {
+                        self.schedule(s, until);
+                    }
                     self.now < until
                 }
             } else {
@@ -1629,7 +1817,7 @@ impl<'a> Sim<'a> {
         if self.now >= until {
             return false;
         }
-        if self.cpus[s].rspin_until != until {
+        if self.cpus[s].rspin_until != until || self.cpus[s].armed != until {
             self.cpus[s].rspin_until = until;
             self.schedule(s, until);
         }
@@ -1802,6 +1990,8 @@ impl<'a> Sim<'a> {
         if !inst.free() {
             return 0.0;
         }
+        inst.freed_at = self.now;
+        inst.freed_by = c as u32;
         let node = self.cpus[c].node;
         let woke = match inst.kind {
             LockKind::Rwsem | LockKind::Numa => {
@@ -1931,7 +2121,11 @@ mod tests {
             sleep_ns: sleep,
             waker_ns: None,
             overlap: 1.0,
-            chain: 1.0,
+            // A spinner sees a release a hundredth of a transfer later:
+            // short of every gap between two sections in these tests, so
+            // a waiting spinner always gets the lock (see
+            // `a_releaser_back_before_the_spinner_sees_keeps_the_lock`).
+            chain: 0.01,
             source: "test".into(),
         }
     }
@@ -2068,16 +2262,31 @@ mod tests {
     #[test]
     fn two_cpus_or_more_run_the_interleaved_operations() {
         let m = machine(1, 8, 0.0, 0.0, 0.0);
-        let w = lock(LockClass::MmapLock, LockKind::Rwsem, Scope::Worker);
-        let mut p = profile(vec![w], vec![vec![acq(0, true), run(1000.0), rel(0)]]);
-        let mut turns = profile(vec![w], vec![vec![acq(0, true), run(400.0), rel(0)]]);
-        turns.ops_per_sec = 2.5e6;
-        p.interleaved = Some(Box::new(turns));
+        let with = |scope| {
+            let l = lock(LockClass::MmapLock, LockKind::Rwsem, scope);
+            let mut p = profile(vec![l], vec![vec![acq(0, true), run(1000.0), rel(0)]]);
+            let mut turns = profile(vec![l], vec![vec![acq(0, true), run(400.0), rel(0)]]);
+            turns.ops_per_sec = 2.5e6;
+            p.interleaved = Some(Box::new(turns));
+            p
+        };
+        // A shared lock that changes hands at every release (no gap, and
+        // a spinner sees the release at once on this machine): every
+        // operation meets another CPU's, so they run the interleaved
+        // operations, one at a time.
+        let p = with(Scope::Shared);
         let one = simulate(&p, &m, &config(1, None)).unwrap();
         assert!(close(one.ops_per_sec, 1e6, 1e-9), "{one:?}");
         for n in [2, 8] {
             let r = simulate(&p, &m, &config(n, None)).unwrap();
-            assert!(close(r.ops_per_sec, n as f64 * 2.5e6, 1e-9), "{n}: {r:?}");
+            assert!(close(r.ops_per_sec, 2.5e6, 1e-9), "{n}: {r:?}");
+        }
+        // CPUs that share no lock never meet: each runs one worker's
+        // operations.
+        let mut p = with(Scope::Worker);
+        for n in [2, 8] {
+            let r = simulate(&p, &m, &config(n, None)).unwrap();
+            assert!(close(r.ops_per_sec, n as f64 * 1e6, 1e-9), "{n}: {r:?}");
         }
         // A broken interleaved profile is the profile's error.
         if let Some(t) = p.interleaved.as_mut() {
@@ -2127,37 +2336,126 @@ mod tests {
     }
 
     /// Two CPUs on two nodes alternate in one shared lock whose critical
-    /// section reads some lines and writes `L`. Each hand-over costs, in
-    /// the lock: the word from the releaser (r), the L lines the other CPU
-    /// wrote (L·r; the lines it only read are clean and stay cached),
-    /// the hold time h, and the release's invalidation of the spinning
-    /// CPU's copy of the word (r). So throughput is 1 / (h + (L + 2)·r),
-    /// each CPU holds the lock half the time and spins the other half.
+    /// section reads some lines and writes `L`, with `o` outside it. Each
+    /// hand-over costs, in the lock: the word from the releaser (r), the L
+    /// lines the other CPU wrote (L·r; the lines it only read are clean
+    /// and stay cached), the hold time h, and the release's invalidation
+    /// of the spinning CPU's copy of the word (r). So throughput is
+    /// 1 / t, t = h + (L + 2)·r. An rwsem spinner's read sees the release
+    /// `look` = chain·r after it (the lock free meanwhile, the spinner
+    /// still spinning), and its exchange then costs the rest of the
+    /// transfer: each CPU holds the lock t − look of every 2t, runs o and
+    /// spins the rest (the std and VMA locks hand over at once: look 0).
     #[test]
     fn remote_lines_lengthen_the_critical_section() {
         // Each section reads 5 lines and writes 3; the other CPU's
         // section dirtied 3, and only those move: L = 3.
-        let (h, r, read, written) = (200.0, 100.0, 5, 3);
+        let (h, o, r, read, written) = (200.0, 10.0, 100.0, 5, 3);
         let l = f64::from(written);
         let m = machine(2, 1, 0.0, r, 0.0);
         let p = profile(
             vec![lock(LockClass::IMmap, LockKind::Rwsem, Scope::Shared)],
-            vec![vec![acq(0, true), lines(0, read, written), run(h), rel(0)]],
+            vec![vec![
+                run(o),
+                acq(0, true),
+                lines(0, read, written),
+                run(h),
+                rel(0),
+            ]],
         );
         let t = h + (l + 2.0) * r;
         for kind in KINDS {
+            let look = if matches!(kind, LockKind::Rwsem | LockKind::Numa) {
+                m.chain * r
+            } else {
+                0.0
+            };
             let one = simulate(&p, &m, &config(1, Some(kind))).unwrap();
-            assert!(close(one.ops_per_sec, 1e9 / h, 1e-9), "{kind:?} {one:?}");
+            assert!(
+                close(one.ops_per_sec, 1e9 / (h + o), 1e-9),
+                "{kind:?} {one:?}"
+            );
             let two = simulate(&p, &m, &config(2, Some(kind))).unwrap();
             assert!(close(two.ops_per_sec, 1e9 / t, 1e-9), "{kind:?} {two:?}");
             let c = two.breakdown.class(LockClass::IMmap);
-            assert!(close(c.held, 0.5, 1e-6), "{kind:?} {two:?}");
-            assert!(close(c.spinning, 0.5, 1e-6), "{kind:?} {two:?}");
             assert!(
-                close(c.transfers, (l + 2.0) * r / (2.0 * t), 1e-6),
+                close(c.held, (t - look) / (2.0 * t), 1e-6),
+                "{kind:?} {two:?}"
+            );
+            assert!(
+                close(c.spinning, (t + look - o) / (2.0 * t), 1e-6),
+                "{kind:?} {two:?}"
+            );
+            assert!(
+                close(c.transfers, ((l + 2.0) * r - look) / (2.0 * t), 1e-6),
                 "{kind:?} {two:?}"
             );
         }
+    }
+
+    /// The rwsem's spinner sees a release one read of the word after it
+    /// (`look` = chain·r); a releaser whose next section starts sooner
+    /// than that takes the free lock back on its fast path, on the word
+    /// and the lines its own cache holds. Two CPUs, one lock held h, a gap
+    /// g outside it: with g < look one CPU runs every operation, at one
+    /// per g + h + 2r (its exchange and its release each invalidate the
+    /// spinner's copy of the word, r), the other spins throughout; with
+    /// g > look they take turns at one per h + 2r, as above.
+    #[test]
+    fn a_releaser_back_before_the_spinner_sees_keeps_the_lock() {
+        let (h, r) = (200.0, 100.0);
+        let mut m = machine(2, 1, 0.0, r, 0.0);
+        m.chain = 0.5;
+        let p = |g: f64| {
+            profile(
+                vec![lock(LockClass::MmapLock, LockKind::Rwsem, Scope::Shared)],
+                vec![vec![run(g), acq(0, true), run(h), rel(0)]],
+            )
+        };
+        for kind in [LockKind::Rwsem, LockKind::Numa] {
+            let kept = simulate(&p(10.0), &m, &config(2, Some(kind))).unwrap();
+            assert!(
+                close(kept.ops_per_sec, 1e9 / (10.0 + h + 2.0 * r), 1e-6),
+                "{kind:?} {kept:?}"
+            );
+            let c = kept.breakdown.class(LockClass::MmapLock);
+            assert!(c.spinning > 0.45, "{kind:?} {kept:?}");
+            // The keeper's acquisitions take the fast path; the spinner
+            // asked once.
+            assert!(c.contended < 0.05, "{kind:?} {kept:?}");
+            let turns = simulate(&p(80.0), &m, &config(2, Some(kind))).unwrap();
+            assert!(
+                close(turns.ops_per_sec, 1e9 / (h + 2.0 * r), 1e-6),
+                "{kind:?} {turns:?}"
+            );
+            // Taking turns, every acquisition waits for the other's release.
+            let c = turns.breakdown.class(LockClass::MmapLock);
+            assert!(c.contended > 0.95, "{kind:?} {turns:?}");
+        }
+        // With a threads-mode profile's interleaved operations (held h2):
+        // the CPU that keeps the lock meets nobody's work and runs one
+        // worker's operations; CPUs taking turns run the interleaved ones.
+        let h2 = 120.0;
+        let q = |g: f64| {
+            let mut q = p(g);
+            let mut turns = profile(
+                vec![lock(LockClass::MmapLock, LockKind::Rwsem, Scope::Shared)],
+                vec![vec![run(g), acq(0, true), run(h2), rel(0)]],
+            );
+            turns.ops_per_sec = 1e9 / (g + h2);
+            q.interleaved = Some(Box::new(turns));
+            q
+        };
+        let kept = simulate(&q(10.0), &m, &config(2, None)).unwrap();
+        assert!(
+            close(kept.ops_per_sec, 1e9 / (10.0 + h + 2.0 * r), 1e-6),
+            "{kept:?}"
+        );
+        let turns = simulate(&q(80.0), &m, &config(2, None)).unwrap();
+        assert!(
+            close(turns.ops_per_sec, 1e9 / (h2 + 2.0 * r), 1e-6),
+            "{turns:?}"
+        );
     }
 
     /// The same ping-pong with the lines priced by how they are reached,
@@ -2177,6 +2475,9 @@ mod tests {
             let p = profile(
                 vec![lock(LockClass::IMmap, LockKind::Rwsem, Scope::Shared)],
                 vec![vec![
+                    // Longer than the spinner's look at the word (0.4·r):
+                    // the lock changes hands at every release.
+                    run(50.0),
                     acq(0, true),
                     Step::Lines {
                         lock: 0,

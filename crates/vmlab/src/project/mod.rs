@@ -339,6 +339,69 @@ pub struct Validation {
     pub error: f64,
     /// `ops/s`.
     pub unit: String,
+    /// Per lock class the measured runs took: how often an acquisition
+    /// had to wait, predicted and measured. Empty in evidence written
+    /// before it was kept.
+    #[serde(default)]
+    pub contended: Vec<Contention>,
+}
+
+/// How many of one lock class's acquisitions missed the fast path (waited
+/// first), as a share of them: the simulation's
+/// [`ClassTime::contended`](vmproject::ClassTime::contended) against the
+/// lab's lock statistics (`contended` over `acquisitions`). A check of the
+/// mechanism behind a predicted throughput: whether the lock changes
+/// hands as often in the simulation as on the machine.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Contention {
+    /// The lock class.
+    pub class: LockClass,
+    /// The simulation's share (median of its predictions).
+    pub predicted: f64,
+    /// The lab's share (median of the measured runs).
+    pub measured: f64,
+}
+
+/// The lab's share of contended acquisitions per class over `runs`, for
+/// the classes every run took: the median of the runs' shares.
+fn measured_contention(runs: &[mm::lockstat::LockStats]) -> Vec<(LockClass, f64)> {
+    LockClass::ALL
+        .iter()
+        .zip(mm::lockstat::LockClass::ALL)
+        .filter_map(|(&class, lab)| {
+            let mut shares: Vec<f64> = runs
+                .iter()
+                .map(|r| r.class(lab))
+                .filter(|c| c.acquisitions > 0)
+                .map(|c| c.contended as f64 / c.acquisitions as f64)
+                .collect();
+            if shares.is_empty() || shares.len() < runs.len() {
+                return None;
+            }
+            shares.sort_by(f64::total_cmp);
+            Some((class, median(&shares)))
+        })
+        .collect()
+}
+
+/// Pairs the simulation's contended shares (`projections`) with the
+/// measured ones, class by class.
+fn contention(projections: &[sim::Projection], measured: &[(LockClass, f64)]) -> Vec<Contention> {
+    measured
+        .iter()
+        .map(|&(class, measured)| {
+            let mut shares: Vec<f64> = projections
+                .iter()
+                .map(|p| p.breakdown.class(class).contended)
+                .collect();
+            shares.sort_by(f64::total_cmp);
+            Contention {
+                class,
+                predicted: median(&shares),
+                measured,
+            }
+        })
+        .collect()
 }
 
 /// Everything one configuration's predictions were computed from: its
@@ -370,28 +433,31 @@ pub struct EvidencePoint {
     pub machines: Vec<Machine>,
 }
 
-/// The simulated throughput of `profile` under `sim_config` on each of
-/// `machines`, ascending.
+/// The simulation of `profile` under `sim_config` on each of `machines`,
+/// in ascending order of throughput.
 fn predictions(
     profile: &Profile,
     machines: &[Machine],
     sim_config: &sim::Config,
-) -> Result<Vec<f64>, LabError> {
+) -> Result<Vec<sim::Projection>, LabError> {
     let mut runs = machines
         .iter()
         .map(|machine| {
-            sim::simulate(profile, machine, sim_config)
-                .map(|r| r.ops_per_sec)
-                .map_err(|e| {
-                    LabError(format!(
-                        "{} {} {} x{}: {e}",
-                        profile.workload, profile.index, profile.imap, sim_config.cpus
-                    ))
-                })
+            sim::simulate(profile, machine, sim_config).map_err(|e| {
+                LabError(format!(
+                    "{} {} {} x{}: {e}",
+                    profile.workload, profile.index, profile.imap, sim_config.cpus
+                ))
+            })
         })
-        .collect::<Result<Vec<f64>, LabError>>()?;
-    runs.sort_by(f64::total_cmp);
+        .collect::<Result<Vec<_>, LabError>>()?;
+    runs.sort_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec));
     Ok(runs)
+}
+
+/// The throughputs of ascending `projections`.
+fn rates(projections: &[sim::Projection]) -> Vec<f64> {
+    projections.iter().map(|p| p.ops_per_sec).collect()
 }
 
 /// Predicts every piece of `evidence` again with this build's simulation
@@ -422,12 +488,16 @@ pub fn replay(evidence: &[Evidence]) -> Result<Vec<Validation>, LabError> {
                     v.workload, v.config, v.cpus, v.measured
                 )));
             }
-            let predicted_runs = predictions(&e.profile, &p.machines, &p.sim)?;
+            let projections = predictions(&e.profile, &p.machines, &p.sim)?;
+            let measured: Vec<(LockClass, f64)> =
+                v.contended.iter().map(|c| (c.class, c.measured)).collect();
+            let predicted_runs = rates(&projections);
             let predicted = median(&predicted_runs);
             rows.push(Validation {
                 predicted,
                 predicted_runs,
                 error: (predicted - v.measured) / v.measured,
+                contended: contention(&projections, &measured),
                 ..v.clone()
             });
         }
@@ -480,6 +550,8 @@ pub fn validate(
             .chain(config.cpus.iter().copied())
             .collect();
         let mut runs = vec![Vec::with_capacity(config.repeat); counts.len()];
+        // Each measured run's lock statistics, per count, in run order.
+        let mut locks = vec![Vec::with_capacity(config.repeat); counts.len()];
         // The description each run at more than one worker is predicted
         // with, in run order.
         let mut described: Vec<Vec<Machine>> = vec![Vec::new(); counts.len()];
@@ -493,7 +565,7 @@ pub fn validate(
                     ..s.clone()
                 };
                 if threads == 1 {
-                    runs[k].push(rate(&spec, &config.method.timing)?);
+                    runs[k].push(rate(&spec, &config.method.timing)?.0);
                     continue;
                 }
                 // Described just before the run, once the CPUs are where
@@ -505,13 +577,14 @@ pub fn validate(
                     };
                     Ok::<_, LabError>((machine, rate(&spec, &config.method.timing)?))
                 };
-                let (machine, r) = if spec.placed() {
+                let (machine, (r, stats)) = if spec.placed() {
                     gate.run(described_run)?.0
                 } else {
                     described_run()?
                 };
                 described[k].push(machine);
                 runs[k].push(r);
+                locks[k].push(stats);
             }
         }
         for r in &mut runs {
@@ -528,7 +601,9 @@ pub fn validate(
         for (k, &cpus) in counts.iter().enumerate().skip(1) {
             let sim_config = config.method.sim(&profile, cpus, None);
             let machines = std::mem::take(&mut described[k]);
-            let predicted_runs = predictions(&profile, &machines, &sim_config)?;
+            let projections = predictions(&profile, &machines, &sim_config)?;
+            let contended = contention(&projections, &measured_contention(&locks[k]));
+            let predicted_runs = rates(&projections);
             let predicted = median(&predicted_runs);
             let transfer_ns = machines.iter().map(|m| m.ccx_ns).collect();
             let measured_runs = std::mem::take(&mut runs[k]);
@@ -551,6 +626,7 @@ pub fn validate(
                 measured_runs,
                 error: (predicted - measured) / measured,
                 unit: "ops/s".to_string(),
+                contended,
             };
             on_row(&row);
             points.push(EvidencePoint {
@@ -564,15 +640,15 @@ pub fn validate(
     Ok(out)
 }
 
-/// The throughput of one run of `spec`.
-fn rate(spec: &Spec, timing: &Timing) -> Result<f64, LabError> {
+/// The throughput of one run of `spec`, and its lock statistics.
+fn rate(spec: &Spec, timing: &Timing) -> Result<(f64, mm::lockstat::LockStats), LabError> {
     let m = harness::measure(spec, timing).map_err(|e| {
         LabError(format!(
             "{} {} x{}: {e}",
             spec.workload, spec.design, spec.threads
         ))
     })?;
-    Ok(m.ops_per_sec())
+    Ok((m.ops_per_sec(), m.locks))
 }
 
 /// The median of ascending, non-empty `rates`.

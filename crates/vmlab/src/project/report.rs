@@ -11,7 +11,7 @@ use vmresults::page::{self, Page};
 use vmresults::plot;
 use vmresults::samples::{self, Sample};
 
-use super::{ProjectedPoint, Projection, Validation};
+use super::{Contention, ProjectedPoint, Projection, Validation};
 use crate::LabError;
 
 /// 1, the powers of two below `max`, and `max`.
@@ -296,7 +296,7 @@ pub fn write_results(
 /// The validation table: one row per prediction, and the error's spread.
 pub fn validation_markdown(rows: &[Validation], bound: f64) -> String {
     let mut s = String::from(
-        "| workload | configuration | mode | workers | 1 worker (ops/s) | its runs' spread | predicted | measured | its runs' spread | error |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| workload | configuration | mode | workers | 1 worker (ops/s) | its runs' spread | predicted | measured | its runs' spread | error | contended, predicted / measured |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
     for r in rows {
         let mark = if r.error.abs() > bound {
@@ -306,7 +306,7 @@ pub fn validation_markdown(rows: &[Validation], bound: f64) -> String {
         };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {:.0} | {:.1} % | {:.0} | {:.0} | {:.1} % | {:+.1} %{mark} |",
+            "| {} | {} | {} | {} | {:.0} | {:.1} % | {:.0} | {:.0} | {:.1} % | {:+.1} %{mark} | {} |",
             r.workload,
             r.config,
             r.mode,
@@ -316,7 +316,8 @@ pub fn validation_markdown(rows: &[Validation], bound: f64) -> String {
             r.predicted,
             r.measured,
             spread(&r.measured_runs) * 100.0,
-            r.error * 100.0
+            r.error * 100.0,
+            contention_cell(&r.contended)
         );
     }
     if !rows.is_empty() {
@@ -339,6 +340,28 @@ pub fn validation_markdown(rows: &[Validation], bound: f64) -> String {
         );
     }
     s
+}
+
+/// The classes whose acquisitions waited at least once in 200 in the
+/// simulation or on the machine, with both shares (`-` for none).
+fn contention_cell(contended: &[Contention]) -> String {
+    let shown: Vec<String> = contended
+        .iter()
+        .filter(|c| c.predicted.max(c.measured) >= 0.005)
+        .map(|c| {
+            format!(
+                "{} {:.1} / {:.1} %",
+                c.class.name(),
+                c.predicted * 100.0,
+                c.measured * 100.0
+            )
+        })
+        .collect();
+    if shown.is_empty() {
+        "-".to_string()
+    } else {
+        shown.join("; ")
+    }
 }
 
 /// How far ascending `runs` spread: the largest over the smallest, less
@@ -374,6 +397,7 @@ mod tests {
             measured_runs: measured.to_vec(),
             error: (predicted - median(measured)) / median(measured),
             unit: "ops/s".to_string(),
+            contended: vec![],
         }
     }
 
@@ -387,16 +411,38 @@ mod tests {
         ];
         let md = validation_markdown(&rows, 0.15);
         assert!(
-            md.contains("| 105 | 10.0 % | 210 | 200 | 20.0 % | +5.0 % |"),
+            md.contains("| 105 | 10.0 % | 210 | 200 | 20.0 % | +5.0 % | - |"),
             "{md}"
         );
         assert!(
-            md.contains("| 100 | 0.0 % | 150 | 100 | 0.0 % | +50.0 % **over** |"),
+            md.contains("| 100 | 0.0 % | 150 | 100 | 0.0 % | +50.0 % **over** | - |"),
             "{md}"
         );
         assert!(
             md.contains("1 outside ±15 %. The measured runs of one point spread (largest over smallest, less one) by a median of 20.0 %, at most 20.0 %."),
             "{md}"
         );
+    }
+
+    /// The contention column names the classes that waited, predicted
+    /// then measured, and leaves out those that (nearly) never did.
+    #[test]
+    fn the_validation_table_compares_how_often_locks_waited() {
+        let mut r = row(&[100.0], &[100.0], 100.0);
+        r.contended = vec![
+            Contention {
+                class: LockClass::MmapLock,
+                predicted: 0.031,
+                measured: 0.052,
+            },
+            Contention {
+                class: LockClass::VmaLock,
+                predicted: 0.0,
+                measured: 0.001,
+            },
+        ];
+        let md = validation_markdown(&[r], 0.15);
+        assert!(md.contains("| +0.0 % | mmap_lock 3.1 / 5.2 % |"), "{md}");
+        assert!(!md.contains("vma_lock"), "{md}");
     }
 }
