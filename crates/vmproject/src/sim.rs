@@ -60,10 +60,10 @@
 //!   [`Machine::transfer_ns`](crate::Machine::transfer_ns) from that CPU
 //!   and makes the acquirer its writer; when the acquirer wrote the word
 //!   last but another CPU spins on it, the acquisition costs one transfer
-//!   to that spinner (the invalidation of its copy). A release costs the same from the
-//!   word's last writer; when the releaser wrote the word last but a CPU
-//!   is spinning on it (it holds a shared copy), the release costs one
-//!   transfer to that spinner instead (the invalidation of its copy).
+//!   to that spinner (the invalidation of its copy). A release costs the
+//!   same from the word's last writer; when the releaser wrote the word
+//!   last but a CPU is spinning on it (it holds a shared copy), the
+//!   release costs one transfer to that spinner instead.
 //!   Spinners' own reads are not charged to them (spinning is waiting
 //!   time anyway).
 //! - its **protected data**, treated as one group of lines with one last
@@ -1413,14 +1413,7 @@ impl<'a> Sim<'a> {
                         return;
                     }
                     self.cpus[c].step += 1;
-                    let inst = &self.insts[i];
-                    let from = if inst.word != c as u32 {
-                        inst.word
-                    } else {
-                        inst.spinning_other(c as u32)
-                    };
-                    let cost = self.word_transfer(i, from, c);
-                    self.insts[i].word = c as u32;
+                    let cost = self.word_write(i, c);
                     if cost > 0.0 {
                         self.add(c, i, XFER, cost);
                         self.cpus[c].state = State::Release;
@@ -1636,21 +1629,27 @@ impl<'a> Sim<'a> {
     /// part of the transfer over already (`seen` nanoseconds of it, spent
     /// spinning): the exchange that takes the lock costs the rest.
     fn pay_after(&mut self, c: usize, i: usize, seen: f64) -> f64 {
+        let full = self.word_write(i, c);
+        let cost = (full - seen).max(0.0);
+        self.insts[i].word_free -= full - cost;
+        self.add(c, i, XFER, cost);
+        cost
+    }
+
+    /// `c` writes lock `i`'s word now, taking the lock or releasing it,
+    /// and is its last writer from then on: one transfer from the CPU
+    /// that wrote it last, or, when that is `c` itself but another CPU
+    /// spins on the word, one transfer to that spinner (the invalidation
+    /// of its copy). Returns what `c` spends, waiting included.
+    fn word_write(&mut self, i: usize, c: usize) -> f64 {
         let inst = &self.insts[i];
-        // A CPU that wrote the word last still pays to take the lock
-        // when another CPU spins on the word: its exchange invalidates
-        // the spinner's copy, as a release does.
         let from = if inst.word != c as u32 {
             inst.word
         } else {
             inst.spinning_other(c as u32)
         };
-        let full = self.word_transfer(i, from, c);
-        let cost = (full - seen).max(0.0);
-        let inst = &mut self.insts[i];
-        inst.word_free -= full - cost;
-        inst.word = c as u32;
-        self.add(c, i, XFER, cost);
+        let cost = self.word_transfer(i, from, c);
+        self.insts[i].word = c as u32;
         cost
     }
 
