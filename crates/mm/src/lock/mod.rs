@@ -159,7 +159,11 @@ impl Drop for Raw {
 /// let used = lockstat::snapshot().since(&before).class(LockClass::AnonVma);
 /// assert!(used.acquisitions >= 2 && used.contended >= 1);
 /// ```
+// `raw` first, so that a lock aligned to a line starts its line with the
+// state word (see `rwsem::RawRwSem`).
+#[repr(C)]
 pub struct RwSem<T> {
+    raw: Raw,
     kind: LockKind,
     class: LockClass,
     /// One i_mmap group's lock (for the profile recorder, `mm::profile`).
@@ -169,7 +173,6 @@ pub struct RwSem<T> {
     /// so its address does not name it. 32 bits, beside the three bytes
     /// above, so that the field takes no room of its own.
     id: u32,
-    raw: Raw,
     cell: cell::LockCell<T>,
 }
 

@@ -141,11 +141,22 @@ impl Slot {
 }
 
 /// The semaphore without its value; see the module docs for the protocol.
+///
+/// In this order, so that a semaphore that starts a cache line (as
+/// `mmap_lock` does, `mm::MmapLock`) has its state word on a line with
+/// only the wait queue, which the fast paths never touch: the class and
+/// the `numa` flag, which every fast path reads (the flag also holds the
+/// [`Raw`](super::Raw) enum's tag), come a line later. Beside the word
+/// they sat on the line the spinner polls, and the holder stalled on them
+/// and again on the word at every acquisition and release (docs/RESULTS.md,
+/// "The rwsem's word on a line of its own"; the kernel's fast paths
+/// touch the word's line once). Other locks keep their size and place.
+#[repr(C)]
 pub(crate) struct RawRwSem {
     state: AtomicU32,
+    queue: Mutex<WaitQueue>,
     class: LockClass,
     numa: bool,
-    queue: Mutex<WaitQueue>,
 }
 
 fn readers(s: u32) -> u32 {
@@ -160,6 +171,19 @@ impl RawRwSem {
             numa,
             queue: Mutex::new(WaitQueue::new(numa)),
         }
+    }
+
+    /// Where the state word is, and where the fields the fast paths read
+    /// are (address and size), for the layout's test.
+    #[cfg(test)]
+    pub(crate) fn layout(&self) -> (usize, [(usize, usize); 2]) {
+        fn span<T>(field: &T) -> (usize, usize) {
+            (std::ptr::from_ref(field) as usize, std::mem::size_of::<T>())
+        }
+        (
+            std::ptr::from_ref(&self.state) as usize,
+            [span(&self.class), span(&self.numa)],
+        )
     }
 
     fn queue(&self) -> MutexGuard<'_, WaitQueue> {

@@ -135,3 +135,45 @@ fn queued_readers_are_woken_together() {
         assert_eq!(r.join().unwrap(), 0);
     }
 }
+
+/// A semaphore that starts a cache line, as `mmap_lock` does, has the line
+/// to its state word and wait queue: what the fast paths read (the enum's
+/// tag, the classes, the recorder's fields) and the value lie outside it
+/// (see `rwsem::RawRwSem`).
+#[test]
+fn a_line_aligned_rwsem_keeps_its_word_apart() {
+    use super::rwsem::RawRwSem;
+    use super::Raw;
+    #[repr(align(128))]
+    struct Aligned(RwSem<[u8; 40]>);
+    // The enum's tag is a niche of a field, not a word of its own before
+    // the semaphore.
+    assert_eq!(std::mem::size_of::<Raw>(), std::mem::size_of::<RawRwSem>());
+    fn span<T>(field: &T) -> (usize, usize) {
+        (std::ptr::from_ref(field) as usize, std::mem::size_of::<T>())
+    }
+    for kind in [LockKind::Rwsem, LockKind::Numa] {
+        let lock = Aligned(RwSem::new(kind, LockClass::MmapLock, [0u8; 40]));
+        let sem = &lock.0;
+        let Raw::Sem(raw) = &sem.raw else {
+            panic!("{kind:?} is not a semaphore");
+        };
+        let (word, read) = raw.layout();
+        assert_eq!(word % 64, 0, "{kind:?}: the word starts the line");
+        let outside = |(at, len): (usize, usize)| at + len <= word || at >= word + 64;
+        let value = sem.read();
+        let fields = [
+            span(&sem.kind),
+            span(&sem.class),
+            span(&sem.group),
+            span(&sem.id),
+            (value.as_ptr() as usize, value.len()),
+        ];
+        for field in fields.into_iter().chain(read) {
+            assert!(
+                outside(field),
+                "{kind:?}: {field:?} shares the word's line at {word:#x}"
+            );
+        }
+    }
+}

@@ -661,7 +661,10 @@ pub(crate) fn relink_files(old: &[Arc<Vma>], new: &[Arc<Vma>]) {
 /// Aligned to two cache lines (as the kernel aligns `mmap_lock` in
 /// `mm_struct`): two address spaces allocated side by side, one per
 /// process-mode worker, must not share the line their locks and state
-/// live on, or independent workers slow each other down.
+/// live on, or independent workers slow each other down. And since the
+/// lock starts the line, its state word has that line to itself and the
+/// wait queue (`lock::rwsem::RawRwSem`): a thread spinning on it takes
+/// nothing from the holder but the word.
 #[repr(align(128))]
 pub(crate) struct MmapLock<T> {
     inner: RwSem<T>,
