@@ -159,6 +159,12 @@ pub(crate) struct RawRwSem {
     numa: bool,
 }
 
+/// Where `field` is and how long it is, for the layout's test.
+#[cfg(test)]
+pub(crate) fn span<T>(field: &T) -> (usize, usize) {
+    (std::ptr::from_ref(field) as usize, std::mem::size_of::<T>())
+}
+
 fn readers(s: u32) -> u32 {
     s >> 3
 }
@@ -177,9 +183,6 @@ impl RawRwSem {
     /// are (address and size), for the layout's test.
     #[cfg(test)]
     pub(crate) fn layout(&self) -> (usize, [(usize, usize); 2]) {
-        fn span<T>(field: &T) -> (usize, usize) {
-            (std::ptr::from_ref(field) as usize, std::mem::size_of::<T>())
-        }
         (
             std::ptr::from_ref(&self.state) as usize,
             [span(&self.class), span(&self.numa)],

@@ -142,16 +142,13 @@ fn queued_readers_are_woken_together() {
 /// (see `rwsem::RawRwSem`).
 #[test]
 fn a_line_aligned_rwsem_keeps_its_word_apart() {
-    use super::rwsem::RawRwSem;
+    use super::rwsem::{span, RawRwSem};
     use super::Raw;
     #[repr(align(128))]
     struct Aligned(RwSem<[u8; 40]>);
     // The enum's tag is a niche of a field, not a word of its own before
     // the semaphore.
     assert_eq!(std::mem::size_of::<Raw>(), std::mem::size_of::<RawRwSem>());
-    fn span<T>(field: &T) -> (usize, usize) {
-        (std::ptr::from_ref(field) as usize, std::mem::size_of::<T>())
-    }
     for kind in [LockKind::Rwsem, LockKind::Numa] {
         let lock = Aligned(RwSem::new(kind, LockClass::MmapLock, [0u8; 40]));
         let sem = &lock.0;
