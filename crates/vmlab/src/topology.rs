@@ -437,6 +437,7 @@ impl Layout {
             waker_ns: None,
             overlap: 1.0,
             chain: 1.0,
+            keep: 0.0,
             source,
         }
     }
@@ -729,6 +730,88 @@ fn chain(a: usize, b: usize, single_ns: f64, opts: &MeasureOptions) -> Result<f6
     })
 }
 
+/// Atomic adds each CPU makes per round of [`keep`].
+const KEEP_ADDS: u64 = 100_000;
+
+/// How long a CPU keeps a line another CPU has asked for, as a share of a
+/// transfer ([`vmproject::Machine::keep`]). Per round, CPU `a` first times
+/// [`KEEP_ADDS`] atomic adds to one word alone (what an add costs where the
+/// line stays); then `a` and `b` add to it back to back, and each counts
+/// its runs: adds with none of the other's between them (the value an add
+/// returns is one past its own previous one). The adds a CPU makes in a
+/// row, times one add alone, is how long the line stayed after it
+/// arrived while the other CPU waited for it; over one transfer
+/// (`single_ns`), the median of the rounds (twice the ping-pong's, plus
+/// one), within 0 and 1.
+fn keep(a: usize, b: usize, single_ns: f64, opts: &MeasureOptions) -> Result<f64, LabError> {
+    let word = CachePadded::new(AtomicU64::new(0));
+    let turn = CachePadded::new(AtomicU64::new(0));
+    let stop = CachePadded::new(AtomicBool::new(false));
+    let theirs = CachePadded::new((AtomicU64::new(0), AtomicU64::new(0)));
+    // More rounds than a ping-pong takes: one round's runs vary by a
+    // third from the next on a virtual machine.
+    let rounds = (opts.rounds.max(2) * 2 + 1) as u64;
+    // Adds and runs until `KEEP_ADDS` or the other CPU is done: a tail
+    // where one CPU adds alone would count as one long run.
+    let contend = |word: &AtomicU64| {
+        let (mut adds, mut runs, mut last) = (0u64, 0u64, u64::MAX);
+        while adds < KEEP_ADDS {
+            for _ in 0..64 {
+                let v = word.fetch_add(1, Ordering::AcqRel);
+                if v != last.wrapping_add(1) {
+                    runs += 1;
+                }
+                last = v;
+            }
+            adds += 64;
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        (adds, runs)
+    };
+    let shares = pinned_pair(
+        a,
+        b,
+        || {
+            let mut shares = Vec::new();
+            for r in 0..rounds {
+                let t0 = Instant::now();
+                for _ in 0..KEEP_ADDS {
+                    word.fetch_add(1, Ordering::AcqRel);
+                }
+                let alone = t0.elapsed().as_nanos() as f64 / KEEP_ADDS as f64;
+                stop.store(false, Ordering::Relaxed);
+                turn.store(2 * r + 1, Ordering::Release);
+                let (adds, runs) = contend(&word);
+                while turn.load(Ordering::Acquire) != 2 * r + 2 {
+                    std::hint::spin_loop();
+                }
+                let adds = adds + theirs.0.load(Ordering::Relaxed);
+                let runs = runs + theirs.1.load(Ordering::Relaxed);
+                if runs > 0 && single_ns > 0.0 {
+                    shares.push(adds as f64 / runs as f64 * alone / single_ns);
+                }
+            }
+            shares
+        },
+        || {
+            for r in 0..rounds {
+                while turn.load(Ordering::Acquire) != 2 * r + 1 {
+                    std::hint::spin_loop();
+                }
+                let (adds, runs) = contend(&word);
+                theirs.0.store(adds, Ordering::Relaxed);
+                theirs.1.store(runs, Ordering::Relaxed);
+                turn.store(2 * r + 2, Ordering::Release);
+            }
+        },
+    )?;
+    let share = median(shares).ok_or_else(|| LabError("no run of adds counted".to_string()))?;
+    Ok(share.clamp(0.0, 1.0))
+}
+
 /// Median nanoseconds from a thread on CPU `waker` waking a thread asleep
 /// (`park`, a futex wait) on CPU `sleeper` to that thread running again,
 /// and median nanoseconds the waker spends in the wake-up call itself.
@@ -925,6 +1008,7 @@ pub fn measure(opts: &MeasureOptions) -> Result<HostMeasurement, LabError> {
         .map_or(machine.ccx_ns, |p| p.ns);
     machine.overlap = overlap(first, second, single, opts)?;
     machine.chain = chain(first, second, single, opts)?;
+    machine.keep = keep(first, second, single, opts)?;
     machine
         .validate()
         .map_err(|e| LabError(format!("the measured description is unusable: {e}")))?;
@@ -1043,6 +1127,10 @@ pub fn render_measurement(h: &HostMeasurement) -> String {
     out.push_str(&format!(
         "a line reached through a pointer (chain): {:.2} of a transfer  (the time per line of a pointer chase through {BULK_LINES} over one line's latency)\n",
         m.chain
+    ));
+    out.push_str(&format!(
+        "a line another CPU asked for stays (keep): {:.2} of a transfer  (two CPUs' adds to one word: the adds in a row, times one add alone, over one line's latency)\n",
+        m.keep
     ));
     if h.cpus.len() <= ALL_PAIRS_UP_TO {
         let mut sorted = h.cpus.clone();

@@ -95,7 +95,14 @@
 //! word's previous transfer still under way waits for it, so CPUs that
 //! all write one word (readers counting themselves in and out of an rwsem)
 //! serialise on it, and their throughput is bounded by the transfer time
-//! however short their critical sections are. (The data's lines are not
+//! however short their critical sections are. A CPU keeps the word it
+//! has just received for [`Machine::keep`](crate::Machine::keep) of the
+//! transfer that takes it away, even when that transfer was asked for
+//! before the word arrived; what it writes to the word in that time
+//! costs it nothing. So a reader whose release follows its acquisition
+//! closely moves the word once per section, not twice (on this project's
+//! 2-vCPU AMD guest a CPU kept a line asked of it for a median 0.37 of a
+//! transfer; `docs/machines.md`, "Keep"). (The data's lines are not
 //! queued this way: a lock already serialises the writers of its data.)
 //!
 //! A CPU owns a lock from the moment it takes it; the acquisition's word
@@ -870,6 +877,11 @@ struct Inst {
     /// When the word's last transfer completes: a line moves to one CPU
     /// at a time, so transfers of one word queue behind each other.
     word_free: f64,
+    /// CPUs the word is queued to leave and until when it stays with
+    /// each ([`Machine::keep`](crate::Machine::keep) of the transfer that
+    /// takes it away): their writes until then cost nothing. Entries in
+    /// the past are dropped as the word is written.
+    word_kept: Vec<(u32, f64)>,
     /// Rwsem kinds: when a release last left the lock free, and by whom:
     /// a spinner sees it free only once its read of the word has brought
     /// the releaser's store over.
@@ -1051,6 +1063,7 @@ impl<'a> Sim<'a> {
                     readers: 0,
                     word: NONE,
                     word_free: 0.0,
+                    word_kept: Vec::new(),
                     freed_at: f64::NEG_INFINITY,
                     freed_by: NONE,
                     data: NONE,
@@ -1640,15 +1653,29 @@ impl<'a> Sim<'a> {
     /// and is its last writer from then on: one transfer from the CPU
     /// that wrote it last, or, when that is `c` itself but another CPU
     /// spins on the word, one transfer to that spinner (the invalidation
-    /// of its copy). Returns what `c` spends, waiting included.
+    /// of its copy). Nothing when the word is on its way from `c` to
+    /// another CPU but has not left `c` yet (`Machine::keep`): `c` writes
+    /// it before it goes. Returns what `c` spends, waiting included.
     fn word_write(&mut self, i: usize, c: usize) -> f64 {
-        let inst = &self.insts[i];
+        let now = self.now;
+        let inst = &mut self.insts[i];
+        inst.word_kept.retain(|&(_, until)| until > now);
+        if inst.word != c as u32 && inst.word_kept.iter().any(|&(k, _)| k == c as u32) {
+            // The word is on its way to another CPU but has not left `c`.
+            return 0.0;
+        }
+        let moves = inst.word != c as u32 && inst.word != NONE;
+        let (prev, start) = (inst.word, inst.word_free.max(now));
         let from = if inst.word != c as u32 {
             inst.word
         } else {
             inst.spinning_other(c as u32)
         };
         let cost = self.word_transfer(i, from, c);
+        if moves && self.machine.keep > 0.0 {
+            let until = start + self.machine.keep * self.xfer(prev, c);
+            self.insts[i].word_kept.push((prev, until));
+        }
         self.insts[i].word = c as u32;
         cost
     }
@@ -2125,6 +2152,7 @@ mod tests {
             // a waiting spinner always gets the lock (see
             // `a_releaser_back_before_the_spinner_sees_keeps_the_lock`).
             chain: 0.01,
+            keep: 0.0,
             source: "test".into(),
         }
     }
@@ -2512,6 +2540,34 @@ mod tests {
         assert!(close(one.ops_per_sec, 1e9, 1e-9), "{one:?}");
         let many = simulate(&p, &m, &config(16, None)).unwrap();
         assert!(close(many.ops_per_sec, 1e9 / (2.0 * r), 0.05), "{many:?}");
+    }
+
+    #[test]
+    fn a_word_kept_on_arrival_moves_once_per_reader() {
+        let r = 100.0;
+        let mut m = machine(1, 16, r, r, 0.0);
+        m.ccx_cpus = 16;
+        m.keep = 0.5;
+        let readers = |hold: f64| {
+            profile(
+                vec![lock(LockClass::MmapLock, LockKind::Rwsem, Scope::Shared)],
+                // A transfer's time outside: the next acquisition comes
+                // after the word has gone, so each takes it once.
+                vec![vec![acq(0, false), run(hold), rel(0), run(r)]],
+            )
+        };
+        // A release 1 ns after the acquisition comes inside the half
+        // transfer the reader keeps the word: only the acquisitions move
+        // it, one transfer each, all in turn.
+        let soon = simulate(&readers(1.0), &m, &config(16, None)).unwrap();
+        assert!(close(soon.ops_per_sec, 1e9 / r, 0.05), "{soon:?}");
+        // One later than that finds the word gone: two moves a section.
+        let late = simulate(&readers(0.6 * r), &m, &config(16, None)).unwrap();
+        assert!(close(late.ops_per_sec, 1e9 / (2.0 * r), 0.05), "{late:?}");
+        // Without the keep, the early release moves it too.
+        m.keep = 0.0;
+        let none = simulate(&readers(1.0), &m, &config(16, None)).unwrap();
+        assert!(close(none.ops_per_sec, 1e9 / (2.0 * r), 0.05), "{none:?}");
     }
 
     /// Two CPUs, whose lock waiters spin at most `ns` before they sleep.

@@ -13,9 +13,12 @@
 //! Protocol (the kernel's `kernel/locking/rwsem.c`, without its owner
 //! tracking):
 //!
-//! - Fast paths, one CAS: a reader adds one reader when neither `WRITER`
-//!   nor `WAITERS` nor `HANDOFF` is set (retrying only if another reader
-//!   moved the count); a writer swaps 0 for `WRITER`.
+//! - Fast paths, one atomic write of the word: a reader adds one reader
+//!   and keeps it if neither `WRITER` nor `WAITERS` nor `HANDOFF` was set,
+//!   or takes it back out (the kernel's `rwsem_read_trylock`); a writer
+//!   swaps 0 for `WRITER`. A reader's add that is taken back out can make
+//!   a writer's swap, or a grant, fail while it is counted: the take-back
+//!   then serves the waiters as a last reader's release does.
 //! - Slow path, step 1, optimistic spinning: while the lock is held and no
 //!   writer has asked for a hand-off, spin a bounded number of rounds and
 //!   take the lock the moment it is compatible. Stealing past queued
@@ -77,7 +80,14 @@ const READER: u32 = 1 << 3;
 const READERS: u32 = !(READER - 1);
 /// At most this many readers at once; a further reader waits. Only leaked
 /// guards could get there, and waiting beats wrapping into the flag bits.
-const MAX_READERS: u32 = READERS >> 3;
+/// Below the count's capacity by [`TRANSIENT_READERS`]: the fast path adds
+/// its reader before it looks, so the count can pass the limit by one
+/// reader per thread in that path until each takes its add back out.
+const MAX_READERS: u32 = (READERS >> 3) - TRANSIENT_READERS;
+
+/// Room above [`MAX_READERS`] for fast-path adds that are taken back out:
+/// one per thread, and Linux has at most 2^22 (`PID_MAX_LIMIT`).
+const TRANSIENT_READERS: u32 = 1 << 22;
 
 /// Optimistic spin rounds before sleeping: about 0.1 ms here
 /// ([`RawRwSem::spin_budget_ns`] measures it).
@@ -196,7 +206,6 @@ impl RawRwSem {
 
     /// Take the lock shared, counting the acquisition.
     pub(crate) fn read_lock(&self) {
-        // A CAS lost to another reader is no contention: retry at once.
         if self.try_read_lock() {
             lockstat::acquired(self.class);
             return;
@@ -227,22 +236,39 @@ impl RawRwSem {
         lockstat::acquired_after_wait(self.class, since, queued);
     }
 
-    /// One attempt at the lock as the fast path would take it (readers
-    /// retry only while other readers move the count). Not counted.
+    /// One attempt at the lock as the kernel's reader fast path makes it
+    /// (`rwsem_read_trylock`): one atomic add of a reader, kept when the
+    /// word it returns shows no writer, waiter or hand-off, and taken back
+    /// out otherwise. One write of the word where a compare-and-swap loop
+    /// reads it first and writes it second: on a word other CPUs' readers
+    /// write too, that read is a transfer of its own (and the swap fails
+    /// whenever another reader got in between). Not counted.
     pub(crate) fn try_read_lock(&self) -> bool {
-        let mut s = self.state.load(Ordering::Relaxed);
-        while s & (WRITER | WAITERS | HANDOFF) == 0 && readers(s) < MAX_READERS {
-            match self.state.compare_exchange_weak(
-                s,
-                s + READER,
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return true,
-                Err(now) => s = now,
-            }
+        let prev = self.state.fetch_add(READER, Ordering::Acquire);
+        if prev & (WRITER | WAITERS | HANDOFF) == 0 && readers(prev) < MAX_READERS {
+            return true;
         }
+        self.take_back_reader();
         false
+    }
+
+    /// Undoes a failed fast-path add. While it was counted, a release may
+    /// have found the lock busy and left the waiters queued (a grant needs
+    /// no readers); so if it was the last reader, waiters are queued and
+    /// no writer holds the lock, it serves them as a last reader's release
+    /// does. While a writer holds the lock, that writer's release serves
+    /// them.
+    fn take_back_reader(&self) {
+        let prev = self.state.fetch_sub(READER, Ordering::Relaxed);
+        // (The mutation check of `.ci/run` builds this without the
+        // serving; the lock's shuttle model must then deadlock.)
+        if readers(prev) == 1
+            && prev & WAITERS != 0
+            && prev & WRITER == 0
+            && !cfg!(vmscale_mutant = "silent_take_back")
+        {
+            self.wake_waiters();
+        }
     }
 
     /// One attempt at the lock exclusive. Not counted.

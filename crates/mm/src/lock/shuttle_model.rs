@@ -82,6 +82,41 @@ fn writer_handoff(kind: LockKind) {
     late_reader.join().unwrap();
 }
 
+/// A reader's `try_read` adds itself to the word before it looks, and
+/// takes the add back out when a writer holds the lock. A release that
+/// comes in between finds a reader counted, so it cannot serve the writer
+/// queued behind it; the take-back must serve it instead, since a failed
+/// `try_read` has no release of its own to come. Every thread finishes.
+fn try_read_backs_out_beside_a_release(kind: LockKind) {
+    let sem = Arc::new(RwSem::new(kind, LockClass::IMmap, 0usize));
+    let w = sem.write();
+    let writer = {
+        let sem = Arc::clone(&sem);
+        thread::spawn(move || *sem.write() += 1)
+    };
+    while sem.queued_waiters() == 0 {
+        thread::yield_now();
+    }
+    let reader = {
+        let sem = Arc::clone(&sem);
+        thread::spawn(move || {
+            let _ = sem.try_read().map(|g| *g);
+        })
+    };
+    drop(w);
+    writer.join().unwrap();
+    reader.join().unwrap();
+    assert_eq!(*sem.read(), 1);
+}
+
+#[test]
+fn shuttle_lock_try_read_backs_out() {
+    for kind in [LockKind::Rwsem, LockKind::Numa] {
+        shuttle::check_random(move || try_read_backs_out_beside_a_release(kind), 3000);
+        shuttle::check_pct(move || try_read_backs_out_beside_a_release(kind), 3000, 3);
+    }
+}
+
 #[test]
 fn shuttle_lock_exclusion_random() {
     for kind in LockKind::ALL {

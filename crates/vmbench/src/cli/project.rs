@@ -502,12 +502,14 @@ fn report_validation(
     remeasured: bool,
 ) -> Result<(), LabError> {
     let mut report = format!(
-        "{}\nPredicted on {} ({}: {:.1} ns per line transfer in a complex, overlap {:.1}, futex wake-up {:.0} ns, sleep and wake {:.0} ns, the waker's call {:.0} ns) with the lab's rwsem, which spins {:.0} ns before it sleeps.\n",
+        "{}\nPredicted on {} ({}: {:.1} ns per line transfer in a complex, overlap {:.1}, chain {:.2}, keep {:.2}, futex wake-up {:.0} ns, sleep and wake {:.0} ns, the waker's call {:.0} ns) with the lab's rwsem, which spins {:.0} ns before it sleeps.\n",
         validation_markdown(rows, args.bound),
         m.name,
         m.source,
         m.ccx_ns,
         m.overlap,
+        m.chain,
+        m.keep,
         m.wake_ns,
         m.sleep_ns,
         m.waker_cost_ns(),
