@@ -1664,8 +1664,10 @@ impl<'a> Sim<'a> {
             // The word is on its way to another CPU but has not left `c`.
             return 0.0;
         }
+        // The word moves from its last writer; or it stays with `c`, and
+        // `from` is a spinner whose copy it invalidates.
         let moves = inst.word != c as u32 && inst.word != NONE;
-        let (prev, start) = (inst.word, inst.word_free.max(now));
+        let start = inst.word_free.max(now);
         let from = if inst.word != c as u32 {
             inst.word
         } else {
@@ -1673,8 +1675,8 @@ impl<'a> Sim<'a> {
         };
         let cost = self.word_transfer(i, from, c);
         if moves && self.machine.keep > 0.0 {
-            let until = start + self.machine.keep * self.xfer(prev, c);
-            self.insts[i].word_kept.push((prev, until));
+            let until = start + self.machine.keep * self.xfer(from, c);
+            self.insts[i].word_kept.push((from, until));
         }
         self.insts[i].word = c as u32;
         cost

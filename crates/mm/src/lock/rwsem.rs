@@ -248,27 +248,18 @@ impl RawRwSem {
         if prev & (WRITER | WAITERS | HANDOFF) == 0 && readers(prev) < MAX_READERS {
             return true;
         }
-        self.take_back_reader();
-        false
-    }
-
-    /// Undoes a failed fast-path add. While it was counted, a release may
-    /// have found the lock busy and left the waiters queued (a grant needs
-    /// no readers); so if it was the last reader, waiters are queued and
-    /// no writer holds the lock, it serves them as a last reader's release
-    /// does. While a writer holds the lock, that writer's release serves
-    /// them.
-    fn take_back_reader(&self) {
-        let prev = self.state.fetch_sub(READER, Ordering::Relaxed);
-        // (The mutation check of `.ci/run` builds this without the
-        // serving; the lock's shuttle model must then deadlock.)
-        if readers(prev) == 1
-            && prev & WAITERS != 0
-            && prev & WRITER == 0
-            && !cfg!(vmscale_mutant = "silent_take_back")
-        {
-            self.wake_waiters();
+        // Taken back out as a release: while the add was counted, a
+        // release may have found the lock busy and left the waiters queued
+        // (a grant needs no readers), and a failed `try_read` has no
+        // release of its own to come. (The mutation check of `.ci/run`
+        // builds this as a bare subtraction; the lock's shuttle model
+        // must then deadlock.)
+        if cfg!(vmscale_mutant = "silent_take_back") {
+            self.state.fetch_sub(READER, Ordering::Relaxed);
+        } else {
+            self.read_unlock();
         }
+        false
     }
 
     /// One attempt at the lock exclusive. Not counted.
@@ -387,10 +378,12 @@ impl RawRwSem {
         }
     }
 
-    /// Release a shared hold.
+    /// Release a shared hold, or take back a failed fast-path add: the
+    /// last reader out serves the waiters, unless a writer holds the lock
+    /// (only a taken-back add sees one), whose own release serves them.
     pub(crate) fn read_unlock(&self) {
         let prev = self.state.fetch_sub(READER, Ordering::Release);
-        if readers(prev) == 1 && prev & WAITERS != 0 {
+        if readers(prev) == 1 && prev & WAITERS != 0 && prev & WRITER == 0 {
             self.wake_waiters();
         }
     }
