@@ -48,11 +48,63 @@ impl Guard {
         self.0.repin()
     }
 
-    /// Moves this thread's deferred frees to the collector and tries to
-    /// run what is due, so a thread that holds a guard for long still
-    /// lets memory go.
+    /// Moves this thread's deferred frees to the collector and runs what
+    /// is due, at least as much as this thread retired since its last
+    /// flush, so a thread that holds a guard for long still lets memory go
+    /// as fast as its writes retire it.
+    ///
+    /// ```
+    /// let tree = maple::MapleTree::new();
+    /// let mut guard = maple::pin();
+    /// for i in 0..10_000u64 {
+    ///     tree.write().store_range(0..=9, i).unwrap(); // retires the old value
+    ///     if i % 1000 == 999 {
+    ///         guard.repin();
+    ///         guard.flush();
+    ///     }
+    /// }
+    /// ```
     pub fn flush(&self) {
-        self.0.flush()
+        drain(&self.0);
+    }
+}
+
+/// How many deferred frees one of the collector's collections runs at
+/// most: crossbeam-epoch 0.9 seals deferred calls in bags of 64 and
+/// collects at most 8 bags a call (`Global::COLLECT_STEPS`), expired or
+/// not. Its own collections come at every 128th pin that is not nested in
+/// another, about 4 frees a pin: enough for a thread that pins for each
+/// operation (a tree write retires a value and a few nodes). A thread that
+/// holds one guard across many writes and flushes now and then gets none
+/// of those, and one collection a flush left garbage behind faster than
+/// it was freed, without bound: the lab's two `malloc1` threads grew by
+/// 150 MB a second that way (docs/RESULTS.md, "Garbage that outran its
+/// collector"). The figure only sets how often [`drain`] asks; a wrong
+/// one costs speed, never safety.
+#[cfg(not(vmscale_shuttle))]
+const FREES_PER_COLLECT: usize = 8 * 64;
+
+// This thread's deferred frees since it last drained (see `drain`):
+// every thread asks the collector for at least as many frees as it
+// retires, so together they free what they retire once grace periods
+// pass, whichever thread's bags the collector takes.
+#[cfg(not(vmscale_shuttle))]
+thread_local! {
+    static RETIRED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Flushes `guard`'s thread-local bag to the collector and collects
+/// twice for each [`FREES_PER_COLLECT`] this thread retired since it last
+/// did, and twice more: every flush seals a bag that is only partly full,
+/// so a collection's bags may hold fewer frees than the figure, and
+/// asking for just as many left a backlog growing by 60 values a flush in
+/// `tests/reclaim.rs`. A collection stops at the first bag whose grace
+/// period has not passed, so the extra ones cost an epoch check each.
+#[cfg(not(vmscale_shuttle))]
+fn drain(guard: &crossbeam_epoch::Guard) {
+    let retired = RETIRED.try_with(|r| r.replace(0)).unwrap_or(0);
+    for _ in 0..2 * (retired / FREES_PER_COLLECT + 1) {
+        guard.flush();
     }
 }
 
@@ -122,7 +174,8 @@ pub(crate) unsafe fn defer<F: FnOnce()>(guard: &Guard, f: F) {
     // SAFETY: the caller guarantees `f` touches only unlinked memory and is
     // sendable in spirit (it frees nodes and drops `T: Send + Sync + 'static`
     // values); crossbeam runs it after every pinned thread has moved on.
-    unsafe { guard.0.defer_unchecked(f) }
+    unsafe { guard.0.defer_unchecked(f) };
+    let _ = RETIRED.try_with(|r| r.set(r.get() + 1));
 }
 
 /// Shuttle stand-in for a grace-period guard: it does nothing, because in

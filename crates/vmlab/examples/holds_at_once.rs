@@ -1,0 +1,224 @@
+//! How long `mmap_lock` is held when threads run at once: a diagnostic
+//! for the projection (`docs/projection.md`), which predicts two threads
+//! from recordings made on one.
+//!
+//! Runs `THREADS` workers of a threads-mode workload in one address
+//! space, each pinned to its CPU, warms them up for 0.3 s, then records
+//! `OPS` operations on every worker at once with the model's recorder
+//! (`mm::profile`, each thread its own) and prints, per worker, the time
+//! an operation took, how long it held `mmap_lock` (each of its holds in
+//! order, with percentiles) and how long the other locks. Compare one
+//! thread with two: a hold that grows at two threads pays for something
+//! the one-thread recordings do not show (lines the other CPU wrote, an
+//! allocator's lock), and the projection charges only the lines the
+//! recorder counts (`vmbench project --machine host --cpus 1,2`, its
+//! breakdown's "line transfers").
+//!
+//! The recorder's own cost is taken out of its timestamps but not out of
+//! the caches it disturbs, so compare holds with holds, not with the
+//! throughput of `vmbench run`.
+//!
+//! ```text
+//! cargo run --release -p vmlab --example holds_at_once -- malloc1 maple 1 30000
+//! cargo run --release -p vmlab --example holds_at_once -- malloc1 maple 2 30000
+//! ```
+
+use std::collections::HashMap;
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use mm::lockstat::LockClass;
+use mm::policy::IndexKind;
+use mm::profile::{self, Event, What};
+use vmlab::run::harness::{Design, Fixture, Mode, Spec};
+use vmlab::run::workload::Workload;
+
+/// The mark at each operation boundary.
+const OP: u64 = 1;
+/// Steps between quiescent states, as the harness's workers.
+const QUIESCE_EVERY: u32 = 1024;
+/// Holds reported one by one; later ones are summed only.
+const HOLDS: usize = 8;
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("holds_at_once: {e}");
+        eprintln!("usage: holds_at_once WORKLOAD INDEX THREADS OPS (e.g. malloc1 maple 2 30000)");
+        std::process::exit(2);
+    }
+}
+
+fn run() -> Result<(), String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [workload, index, threads, ops] = args.as_slice() else {
+        return Err(format!("expected 4 arguments, got {}", args.len()));
+    };
+    let workload = *Workload::ALL
+        .iter()
+        .find(|w| w.name() == workload)
+        .ok_or_else(|| format!("unknown workload {workload}"))?;
+    let index: IndexKind = index
+        .parse()
+        .map_err(|_| format!("unknown index {index}"))?;
+    let threads: usize = threads
+        .parse()
+        .map_err(|_| format!("bad thread count {threads}"))?;
+    let ops: u64 = ops
+        .parse()
+        .map_err(|_| format!("bad operation count {ops}"))?;
+    if threads == 0 || ops == 0 {
+        return Err("THREADS and OPS must be at least 1".into());
+    }
+    let spec = Spec {
+        workload,
+        mode: Mode::Threads,
+        design: Design {
+            index,
+            ..Design::default()
+        },
+        threads,
+        resident: 300,
+        resident_vmas: 6000,
+        topology: mm::topology::host(),
+        pin: true,
+    };
+    let fixture = Fixture::build(&spec)?;
+    let barrier = Barrier::new(threads);
+    let recorded: Vec<Result<Vec<Event>, String>> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|i| {
+                let (fixture, spec, barrier) = (&fixture, &spec, &barrier);
+                s.spawn(move || worker(fixture, spec, barrier, i, ops))
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or_else(|_| Err("a worker panicked".into())))
+            .collect()
+    });
+    for (i, events) in recorded.into_iter().enumerate() {
+        report(i, &events?);
+    }
+    Ok(())
+}
+
+/// Worker `i`: warm up, wait for the others, record `ops` operations.
+fn worker(
+    fixture: &Fixture,
+    spec: &Spec,
+    barrier: &Barrier,
+    i: usize,
+    ops: u64,
+) -> Result<Vec<Event>, String> {
+    let (vcpu, pin) = spec.vcpu(i);
+    mm::topology::bind(&spec.topology, vcpu, pin)
+        .map_err(|e| format!("binding to CPU {vcpu}: {e}"))?;
+    let mut job = fixture.job(i)?;
+    let mut guard = maple::pin();
+    let mut steps = 0u32;
+    let mut step = |job: &mut vmlab::run::workload::Job<'_>, guard: &mut maple::Guard| {
+        let n = job.step_in(guard)?;
+        steps = steps.wrapping_add(1);
+        if steps % QUIESCE_EVERY == 0 {
+            guard.repin();
+            guard.flush();
+        }
+        Ok::<u64, String>(n)
+    };
+    let until = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < until {
+        step(&mut job, &mut guard)?;
+    }
+    barrier.wait();
+    profile::start();
+    profile::mark(OP);
+    let mut done = 0;
+    let result = (|| {
+        while done < ops {
+            let n = step(&mut job, &mut guard)?;
+            if n > 0 {
+                done += n;
+                profile::mark(OP);
+            }
+        }
+        Ok::<(), String>(())
+    })();
+    let events = profile::stop();
+    // Every worker stops recording before any unmaps what it left.
+    barrier.wait();
+    result?;
+    job.finish()?;
+    Ok(events)
+}
+
+/// Prints worker `i`'s operations and holds, in nanoseconds.
+fn report(i: usize, events: &[Event]) {
+    let mut took = Vec::new();
+    let mut holds: Vec<Vec<f64>> = vec![Vec::new(); HOLDS];
+    let (mut held, mut other) = (0.0, 0.0);
+    let mut since_mark = None;
+    let mut open: HashMap<u64, (f64, LockClass)> = HashMap::new();
+    let mut k = 0;
+    for e in events {
+        let at = e.at.as_secs_f64() * 1e9;
+        match e.what {
+            What::Mark(OP) => {
+                if let Some(m) = since_mark {
+                    took.push(at - m);
+                }
+                since_mark = Some(at);
+                k = 0;
+            }
+            What::Acquire { class, lock, .. } => {
+                open.insert(lock, (at, class));
+            }
+            What::Release { lock } => match open.remove(&lock) {
+                Some((from, LockClass::MmapLock)) => {
+                    held += at - from;
+                    if let Some(h) = holds.get_mut(k) {
+                        h.push(at - from);
+                    }
+                    k += 1;
+                }
+                // A VMA's write lock is a mark inside mmap_lock's hold.
+                Some((_, LockClass::VmaLock)) | None => {}
+                Some((from, _)) => other += at - from,
+            },
+            _ => {}
+        }
+    }
+    let n = took.len().max(1) as f64;
+    let total: f64 = took.iter().sum();
+    println!(
+        "worker {i}: {} operations, {:.0} ns each ({}), mmap_lock held {:.0} ns an operation, other locks {:.0} ns",
+        took.len(),
+        total / n,
+        percentiles(&mut took),
+        held / n,
+        other / n
+    );
+    for (j, h) in holds.iter_mut().enumerate().filter(|(_, h)| !h.is_empty()) {
+        let mean = h.iter().sum::<f64>() / h.len() as f64;
+        println!(
+            "  mmap_lock hold {j}: {} of them, {mean:.0} ns mean ({})",
+            h.len(),
+            percentiles(h)
+        );
+    }
+}
+
+/// `p10 p50 p90 p99` of `v`, which it sorts.
+fn percentiles(v: &mut [f64]) -> String {
+    if v.is_empty() {
+        return "none".into();
+    }
+    v.sort_by(f64::total_cmp);
+    let p = |q: f64| v[((v.len() - 1) as f64 * q) as usize];
+    format!(
+        "p10 {:.0}, p50 {:.0}, p90 {:.0}, p99 {:.0}",
+        p(0.1),
+        p(0.5),
+        p(0.9),
+        p(0.99)
+    )
+}
