@@ -48,10 +48,10 @@ impl Guard {
         self.0.repin()
     }
 
-    /// Moves this thread's deferred frees to the collector and runs what
-    /// is due, at least as much as this thread retired since its last
-    /// flush, so a thread that holds a guard for long still lets memory go
-    /// as fast as its writes retire it.
+    /// Moves this thread's deferred frees to the collector and runs those
+    /// whose grace period has passed, asking for twice as many as this
+    /// thread retired since its last flush, so that a thread that holds a
+    /// guard for long lets memory go as fast as its writes retire it.
     ///
     /// ```
     /// let tree = maple::MapleTree::new();

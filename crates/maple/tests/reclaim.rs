@@ -129,8 +129,9 @@ fn a_long_held_guard_lets_go_as_fast_as_it_retires() {
             most = most.max(LIVE.load(std::sync::atomic::Ordering::Relaxed));
         }
     }
-    // A grace period lets go of two flushes' worth, three with slack for
-    // another test's thread holding the epoch back for a while.
+    // What the last flush's grace period has not yet passed waits: one
+    // flush's worth here, two at most, and a third for another test's
+    // thread holding the epoch back for a while.
     assert!(
         most <= 3 * EVERY as isize + 1,
         "{most} values alive at a flush, with {EVERY} retired between flushes"
