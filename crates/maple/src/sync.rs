@@ -98,7 +98,7 @@ thread_local! {
 /// did, and twice more: every flush seals a bag that is only partly full,
 /// so a collection's bags may hold fewer frees than the figure, and
 /// asking for just as many left a backlog growing by 60 values a flush in
-/// `tests/reclaim.rs`. A collection stops at the first bag whose grace
+/// `tests/reclaim_pace.rs`. A collection stops at the first bag whose grace
 /// period has not passed, so the extra ones cost an epoch check each.
 #[cfg(not(vmscale_shuttle))]
 fn drain(guard: &crossbeam_epoch::Guard) {
