@@ -64,8 +64,8 @@ fn crossbeam_write(a: &crossbeam_epoch::Atomic<u64>, v: u64) {
 /// (repin, then collect) every [`QUIESCE_EVERY`] reads.
 struct CrossbeamQsbr(crossbeam_epoch::Atomic<u64>);
 
-/// As the lab's harness quiesces (`vmlab::run::harness`).
-const QUIESCE_EVERY: u32 = 1024;
+/// As the lab's harness quiesces.
+const QUIESCE_EVERY: u32 = vmlab::run::harness::Quiescence::EVERY;
 
 impl Scheme for CrossbeamQsbr {
     const NAME: &'static str = "crossbeam-epoch, guard held (QSBR)";

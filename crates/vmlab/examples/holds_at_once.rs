@@ -30,13 +30,11 @@ use std::time::{Duration, Instant};
 use mm::lockstat::LockClass;
 use mm::policy::IndexKind;
 use mm::profile::{self, Event, What};
-use vmlab::run::harness::{Design, Fixture, Mode, Spec};
+use vmlab::run::harness::{Design, Fixture, Mode, Quiescence, Spec};
 use vmlab::run::workload::Workload;
 
 /// The mark at each operation boundary.
 const OP: u64 = 1;
-/// Steps between quiescent states, as the harness's workers.
-const QUIESCE_EVERY: u32 = 1024;
 /// Holds reported one by one; later ones are summed only.
 const HOLDS: usize = 8;
 
@@ -115,14 +113,11 @@ fn worker(
         .map_err(|e| format!("binding to CPU {vcpu}: {e}"))?;
     let mut job = fixture.job(i)?;
     let mut guard = maple::pin();
-    let mut steps = 0u32;
+    // Quiescent states at the harness's workers' pace.
+    let mut quiescence = Quiescence::default();
     let mut step = |job: &mut vmlab::run::workload::Job<'_>, guard: &mut maple::Guard| {
         let n = job.step_in(guard)?;
-        steps = steps.wrapping_add(1);
-        if steps % QUIESCE_EVERY == 0 {
-            guard.repin();
-            guard.flush();
-        }
+        quiescence.step(guard);
         Ok::<u64, String>(n)
     };
     let until = Instant::now() + Duration::from_millis(300);

@@ -225,16 +225,14 @@ fn record_interleaved(spec: &Spec, ops: usize, timing: &Timing) -> Result<(f64, 
             profile::mark(OP);
         }
         let mut done = [0u64; 2];
-        let mut rounds = 0u32;
+        let mut quiescence = harness::Quiescence::default();
         while done.iter().any(|&d| d < ops as u64) {
-            rounds = rounds.wrapping_add(1);
             for (k, job) in jobs.iter_mut().enumerate() {
                 profile::mark(PAUSE);
                 // Between turns, so that no worker's clock runs (see
                 // `turns_rate`).
-                if k == 0 && rounds % harness::QUIESCE_EVERY == 0 {
-                    guard.repin();
-                    guard.flush();
+                if k == 0 {
+                    quiescence.step(&mut guard);
                 }
                 seats.take(k)?;
                 profile::mark(CALL[k]);
@@ -340,7 +338,7 @@ fn turns_apart(spec: &Spec, timing: &Timing) -> Result<f64, String> {
 /// timed. Each phase goes on past its end to a round that ends an
 /// operation of both, so the next begins with whole operations (the two
 /// keep in step: both start between operations and make as many calls
-/// per operation). A quiescent state every [`harness::QUIESCE_EVERY`]
+/// per operation). A quiescent state every [`harness::Quiescence::EVERY`]
 /// rounds, as the harness's workers announce, lets what the calls retire
 /// be freed: held for the whole run, one grace period would keep every
 /// node the tree's copies replaced, and the calls would write fresh
@@ -352,14 +350,11 @@ fn turns_rate(
     timing: &Timing,
 ) -> Result<f64, String> {
     let mut turns = |until: Instant| -> Result<u64, String> {
-        let (mut done, mut between, mut rounds) = (0, true, 0u32);
+        let (mut done, mut between) = (0, true);
+        let mut quiescence = harness::Quiescence::default();
         while !between || Instant::now() < until {
             between = true;
-            rounds = rounds.wrapping_add(1);
-            if rounds % harness::QUIESCE_EVERY == 0 {
-                guard.repin();
-                guard.flush();
-            }
+            quiescence.step(guard);
             for (k, job) in jobs.iter_mut().enumerate() {
                 seats.take(k)?;
                 let n = job.call_in(guard)?;

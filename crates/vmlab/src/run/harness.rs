@@ -613,30 +613,60 @@ fn worker(
 /// kernel's own RCU, whose read lock costs nothing and whose quiescent
 /// states are context switches). So a page fault pays no epoch pin, and
 /// what other workers' writes retire is still freed: every
-/// [`QUIESCE_EVERY`] steps the worker repins, which lets the epoch advance
-/// past it, and collects.
+/// [`Quiescence::EVERY`] steps the worker repins, which lets the epoch
+/// advance past it, and collects.
 fn run_phase(ctl: &Control, job: &mut Job<'_>) -> Result<u64, String> {
     let mut ops = 0;
     let mut guard = maple::pin();
-    let mut steps = 0u32;
+    let mut quiescence = Quiescence::default();
     while !ctl.stop.load(Ordering::Relaxed) {
         ops += job.step_in(&guard)?;
-        steps = steps.wrapping_add(1);
-        if steps % QUIESCE_EVERY == 0 {
-            guard.repin();
-            guard.flush();
-        }
+        quiescence.step(&mut guard);
     }
     Ok(ops)
 }
 
-/// Steps between a worker's quiescent states. Each one writes state that
-/// the collector shares between all threads (the global epoch, the
-/// garbage queue), so announcing one after every step, or every 64, cost
-/// two workers that share nothing else a fifth of their page faults
-/// (docs/RESULTS.md, "Fourth round"); 1024 steps of the fastest workload
-/// are about 30 µs, and retired memory waits at most that long.
-pub(crate) const QUIESCE_EVERY: u32 = 1024;
+/// The rhythm of a worker's quiescent states: every worker of the lab, and
+/// every tool that stands in for one, holds one [`maple::Guard`] across its
+/// steps and calls [`step`](Quiescence::step) after each, so that what it
+/// measures retires and frees memory at the pace a measured run does.
+///
+/// ```
+/// use vmlab::run::harness::Quiescence;
+///
+/// let mut guard = maple::pin();
+/// let mut quiescence = Quiescence::default();
+/// for _ in 0..3 * Quiescence::EVERY {
+///     // ... one step of work read under `guard` ...
+///     quiescence.step(&mut guard);
+/// }
+/// ```
+#[derive(Debug, Default)]
+pub struct Quiescence {
+    steps: u32,
+}
+
+impl Quiescence {
+    /// Steps between quiescent states. Each one writes state that the
+    /// collector shares between all threads (the global epoch, the garbage
+    /// queue), so announcing one after every step, or every 64, cost two
+    /// workers that share nothing else a fifth of their page faults
+    /// (docs/RESULTS.md, "Fourth round"); 1024 steps of the fastest
+    /// workload are about 30 µs, and retired memory waits at most that
+    /// long.
+    pub const EVERY: u32 = 1024;
+
+    /// Counts one step; at every [`EVERY`](Self::EVERY)th, lets the epoch
+    /// advance past `guard` (a repin) and frees what this thread retired
+    /// ([`maple::Guard::flush`]).
+    pub fn step(&mut self, guard: &mut maple::Guard) {
+        self.steps = self.steps.wrapping_add(1);
+        if self.steps % Self::EVERY == 0 {
+            guard.repin();
+            guard.flush();
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {
