@@ -14,6 +14,15 @@
 //! recorder counts (`vmbench project --machine host --cpus 1,2`, its
 //! breakdown's "line transfers").
 //!
+//! With a fifth argument `turns`, the workers still run on their own
+//! CPUs but take turns call by call, passing a baton: no two calls
+//! overlap, so nothing waits for a lock, yet every call finds what the
+//! other CPU's call just wrote. A hold that grows as much taking turns as
+//! running at once pays for those lines; one that grows only at once pays
+//! for running together (a lock's waiter, the other thread's frees, an
+//! allocator's lock). With `processes`, each worker has an address space
+//! of its own: taking turns, that is the baton's own cost.
+//!
 //! The recorder's own cost is taken out of its timestamps but not out of
 //! the caches it disturbs, so compare holds with holds, not with the
 //! throughput of `vmbench run`.
@@ -21,9 +30,11 @@
 //! ```text
 //! cargo run --release -p vmlab --example holds_at_once -- malloc1 maple 1 30000
 //! cargo run --release -p vmlab --example holds_at_once -- malloc1 maple 2 30000
+//! cargo run --release -p vmlab --example holds_at_once -- malloc1 maple 2 30000 turns
 //! ```
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
@@ -41,14 +52,25 @@ const HOLDS: usize = 8;
 fn main() {
     if let Err(e) = run() {
         eprintln!("holds_at_once: {e}");
-        eprintln!("usage: holds_at_once WORKLOAD INDEX THREADS OPS (e.g. malloc1 maple 2 30000)");
+        eprintln!(
+            "usage: holds_at_once WORKLOAD INDEX THREADS OPS [turns] [processes] (e.g. malloc1 maple 2 30000)"
+        );
         std::process::exit(2);
     }
 }
 
 fn run() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [workload, index, threads, ops] = args.as_slice() else {
+    let flag = |f: &str| args.iter().skip(4).any(|a| a == f);
+    let (turns, processes) = (flag("turns"), flag("processes"));
+    if let Some(bad) = args
+        .iter()
+        .skip(4)
+        .find(|a| !["turns", "processes"].contains(&a.as_str()))
+    {
+        return Err(format!("unknown flag {bad}"));
+    }
+    let [workload, index, threads, ops] = &args[..args.len().min(4)] else {
         return Err(format!("expected 4 arguments, got {}", args.len()));
     };
     let workload = *Workload::ALL
@@ -69,7 +91,11 @@ fn run() -> Result<(), String> {
     }
     let spec = Spec {
         workload,
-        mode: Mode::Threads,
+        mode: if processes {
+            Mode::Processes
+        } else {
+            Mode::Threads
+        },
         design: Design {
             index,
             ..Design::default()
@@ -82,11 +108,12 @@ fn run() -> Result<(), String> {
     };
     let fixture = Fixture::build(&spec)?;
     let barrier = Barrier::new(threads);
-    let recorded: Vec<Result<Vec<Event>, String>> = std::thread::scope(|s| {
+    let baton = turns.then(|| Baton::new(threads));
+    let recorded: Vec<Result<(Duration, Vec<Event>), String>> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|i| {
-                let (fixture, spec, barrier) = (&fixture, &spec, &barrier);
-                s.spawn(move || worker(fixture, spec, barrier, i, ops))
+                let (fixture, spec, barrier, baton) = (&fixture, &spec, &barrier, &baton);
+                s.spawn(move || worker(fixture, spec, barrier, baton.as_ref(), i, ops))
             })
             .collect();
         workers
@@ -94,20 +121,80 @@ fn run() -> Result<(), String> {
             .map(|w| w.join().unwrap_or_else(|_| Err("a worker panicked".into())))
             .collect()
     });
-    for (i, events) in recorded.into_iter().enumerate() {
-        report(i, &events?);
+    let mut longest = Duration::ZERO;
+    for (i, worker) in recorded.into_iter().enumerate() {
+        let (unrecorded, events) = worker?;
+        println!(
+            "worker {i}: {ops} operations unrecorded in {:.1} ms, {:.0} ns each",
+            unrecorded.as_secs_f64() * 1e3,
+            unrecorded.as_secs_f64() * 1e9 / ops as f64
+        );
+        longest = longest.max(unrecorded);
+        report(i, &events);
     }
+    println!(
+        "unrecorded: {:.0} operations a second in all",
+        (threads as u64 * ops) as f64 / longest.as_secs_f64()
+    );
     Ok(())
 }
+
+/// Whose call is next, where the workers take turns.
+struct Baton {
+    next: AtomicUsize,
+    /// Workers that made their last call: the others no longer wait for
+    /// them.
+    left: Vec<AtomicBool>,
+}
+
+impl Baton {
+    fn new(threads: usize) -> Self {
+        Baton {
+            next: AtomicUsize::new(0),
+            left: (0..threads).map(|_| AtomicBool::new(false)).collect(),
+        }
+    }
+
+    /// Waits for worker `i`'s turn.
+    fn take(&self, i: usize) {
+        while self.next.load(Ordering::Acquire) != i {
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Passes the turn on from worker `i` to the next that has not left.
+    fn pass(&self, i: usize) {
+        let n = self.left.len();
+        let next = (1..=n)
+            .map(|k| (i + k) % n)
+            .find(|&j| j == i || !self.left[j].load(Ordering::Acquire))
+            .unwrap_or(i);
+        self.next.store(next, Ordering::Release);
+    }
+
+    /// Worker `i` makes no more calls.
+    fn leave(&self, i: usize) {
+        self.left[i].store(true, Ordering::Release);
+        if self.next.load(Ordering::Acquire) == i {
+            self.pass(i);
+        }
+    }
+}
+
+/// Steps of warm-up where the workers take turns (a count, not a time,
+/// so that every worker makes as many and none waits for one that
+/// stopped).
+const TURNS_WARMUP: u32 = 100_000;
 
 /// Worker `i`: warm up, wait for the others, record `ops` operations.
 fn worker(
     fixture: &Fixture,
     spec: &Spec,
     barrier: &Barrier,
+    baton: Option<&Baton>,
     i: usize,
     ops: u64,
-) -> Result<Vec<Event>, String> {
+) -> Result<(Duration, Vec<Event>), String> {
     let (vcpu, pin) = spec.vcpu(i);
     mm::topology::bind(&spec.topology, vcpu, pin)
         .map_err(|e| format!("binding to CPU {vcpu}: {e}"))?;
@@ -116,14 +203,37 @@ fn worker(
     // Quiescent states at the harness's workers' pace.
     let mut quiescence = Quiescence::default();
     let mut step = |job: &mut vmlab::run::workload::Job<'_>, guard: &mut maple::Guard| {
-        let n = job.step_in(guard)?;
+        let n = match baton {
+            Some(b) => {
+                b.take(i);
+                let n = job.call_in(guard);
+                b.pass(i);
+                n
+            }
+            None => job.step_in(guard),
+        };
         quiescence.step(guard);
-        Ok::<u64, String>(n)
+        n
     };
-    let until = Instant::now() + Duration::from_millis(300);
-    while Instant::now() < until {
-        step(&mut job, &mut guard)?;
+    if baton.is_some() {
+        for _ in 0..TURNS_WARMUP {
+            step(&mut job, &mut guard)?;
+        }
+    } else {
+        let until = Instant::now() + Duration::from_millis(300);
+        while Instant::now() < until {
+            step(&mut job, &mut guard)?;
+        }
     }
+    barrier.wait();
+    // `ops` operations unrecorded, for the rate the recorder does not
+    // disturb.
+    let began = Instant::now();
+    let mut done = 0;
+    while done < ops {
+        done += step(&mut job, &mut guard)?;
+    }
+    let unrecorded = began.elapsed();
     barrier.wait();
     profile::start();
     profile::mark(OP);
@@ -138,12 +248,15 @@ fn worker(
         }
         Ok::<(), String>(())
     })();
+    if let Some(b) = baton {
+        b.leave(i);
+    }
     let events = profile::stop();
     // Every worker stops recording before any unmaps what it left.
     barrier.wait();
     result?;
     job.finish()?;
-    Ok(events)
+    Ok((unrecorded, events))
 }
 
 /// Prints worker `i`'s operations and holds, in nanoseconds.
