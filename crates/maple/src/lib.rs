@@ -53,6 +53,10 @@
 //! Grace periods come from [crossbeam-epoch](https://docs.rs/crossbeam-epoch):
 //! pinning costs a few nanoseconds and touches only the pinning thread's own
 //! state, which the `vmbench tree` benchmark measures (`load` vs `load_pin`).
+//! What a thread's writes retire, that thread frees once the grace period
+//! has passed, at a later write or [`Guard::flush`], as the kernel runs an
+//! RCU callback on the CPU that queued it: freeing another thread's memory
+//! would take that thread's allocator lines and locks.
 
 #![deny(missing_docs)]
 

@@ -245,6 +245,23 @@ impl NodePtr {
         // SAFETY: per the contract; the block came from `slab::alloc`.
         unsafe { slab::free(block.cast()) };
     }
+
+    /// The pointer as [`sync::defer`](crate::sync) carries it, tag and
+    /// all, for [`free_raw`](Self::free_raw).
+    pub(crate) fn into_raw(self) -> *mut u8 {
+        self.0.as_ptr()
+    }
+
+    /// [`free`](Self::free) of a pointer from [`into_raw`](Self::into_raw).
+    ///
+    /// # Safety
+    /// As for `free`; `p` came from `into_raw`.
+    pub(crate) unsafe fn free_raw(p: *mut u8) {
+        if let Some(n) = NodePtr::from_raw(p) {
+            // SAFETY: the caller's contract.
+            unsafe { n.free() }
+        }
+    }
 }
 
 /// A node that stays allocated for `'g`, the lifetime of the [`Guard`] it

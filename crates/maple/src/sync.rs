@@ -48,10 +48,12 @@ impl Guard {
         self.0.repin()
     }
 
-    /// Moves this thread's deferred frees to the collector and runs those
-    /// whose grace period has passed, asking for twice as many as this
-    /// thread retired since its last flush, so that a thread that holds a
-    /// guard for long lets memory go as fast as its writes retire it.
+    /// Moves this thread's deferred frees to the collector, has it run
+    /// the deferred calls whose grace period has passed (twice as many as
+    /// this thread handed it since its last flush, so that a thread that
+    /// holds a guard for long lets memory go as fast as its writes retire
+    /// it), and frees what came back to this thread: memory is freed by
+    /// the thread whose write retired it, at its next flush or write.
     ///
     /// ```
     /// let tree = maple::MapleTree::new();
@@ -69,8 +71,9 @@ impl Guard {
     }
 }
 
-/// How many deferred frees one of the collector's collections runs at
-/// most: crossbeam-epoch 0.9 seals deferred calls in bags of 64 and
+/// How many deferred calls (here, batches of frees) one of the
+/// collector's collections runs at most: crossbeam-epoch 0.9 seals
+/// deferred calls in bags of 64 and
 /// collects at most 8 bags a call (`Global::COLLECT_STEPS`), expired or
 /// not. Its own collections come at every 128th pin that is not nested in
 /// another, about 4 frees a pin: enough for a thread that pins for each
@@ -84,28 +87,207 @@ impl Guard {
 #[cfg(not(vmscale_shuttle))]
 const FREES_PER_COLLECT: usize = 8 * 64;
 
-// This thread's deferred frees since it last drained (see `drain`):
-// every thread asks the collector for at least as many frees as it
-// retires, so together they free what they retire once grace periods
-// pass, whichever thread's bags the collector takes.
+/// One deferred free: the function that frees, and what it frees.
 #[cfg(not(vmscale_shuttle))]
-thread_local! {
-    static RETIRED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+type Free = (unsafe fn(*mut u8), *mut u8);
+
+/// How many frees a thread gathers before it hands them to the collector
+/// as one deferred call: crossbeam-epoch keeps a call of three words
+/// inline but boxes a larger one, so one call a batch costs an allocation
+/// a batch, not a free.
+#[cfg(not(vmscale_shuttle))]
+const BATCH: usize = 64;
+
+/// Where the collector brings back a thread's batches once their grace
+/// period has passed, so that the thread that retired the memory frees
+/// it, as the kernel runs an RCU callback on the CPU that queued it.
+/// Frees run wherever crossbeam-epoch collects otherwise, and the lab's
+/// two `malloc1` threads spent a fifth of their time freeing each other's
+/// VMAs, waiting on each other's allocator arenas (docs/RESULTS.md,
+/// "Frees where they were retired").
+#[cfg(not(vmscale_shuttle))]
+#[derive(Default)]
+struct Home {
+    /// Batches whose grace period has passed; `closed` once the thread
+    /// is gone, when a batch's collector frees it itself.
+    ready: Mutex<(Vec<Batch>, bool)>,
+    /// Whether `ready` has a batch: the owner's one load on its way.
+    any: std::sync::atomic::AtomicBool,
 }
 
-/// Flushes `guard`'s thread-local bag to the collector and collects
-/// twice for each [`FREES_PER_COLLECT`] this thread retired since it last
-/// did, and twice more: every flush seals a bag that is only partly full,
-/// so a collection's bags may hold fewer frees than the figure, and
-/// asking for just as many left a backlog growing by 60 values a flush in
-/// `tests/reclaim_pace.rs`. A collection stops at the first bag whose grace
-/// period has not passed, so the extra ones cost an epoch check each.
+// SAFETY: a `Free` is an unlinked allocation and the function that frees
+// it, which may run on any thread (`defer`'s contract); a `Home` only
+// moves them between threads.
+#[cfg(not(vmscale_shuttle))]
+unsafe impl Send for Home {}
+// SAFETY: as above; the mutex orders every access to the batches.
+#[cfg(not(vmscale_shuttle))]
+unsafe impl Sync for Home {}
+
+#[cfg(not(vmscale_shuttle))]
+impl Home {
+    /// Called by the collector, on any thread, after the grace period.
+    fn deliver(&self, mut batch: Batch) {
+        let mut ready = self.ready.lock().unwrap_or_else(|e| e.into_inner());
+        if ready.1 {
+            drop(ready);
+            // SAFETY: the batch's grace period has passed and its thread
+            // is gone; its frees may run on any thread.
+            unsafe { run(&mut batch) };
+        } else {
+            ready.0.push(batch);
+            self.any.store(true, Ordering::Release);
+        }
+    }
+
+    /// The batches delivered so far, and (`close`) no more from now on.
+    fn take(&self, close: bool) -> Vec<Batch> {
+        if !close && !self.any.load(Ordering::Acquire) {
+            return Vec::new();
+        }
+        let mut ready = self.ready.lock().unwrap_or_else(|e| e.into_inner());
+        ready.1 |= close;
+        self.any.store(false, Ordering::Relaxed);
+        std::mem::take(&mut ready.0)
+    }
+}
+
+/// Frees gathered by one thread, handed to the collector as one call.
+/// Boxed, so that the call (this and the thread's [`Home`]) fits the two
+/// words crossbeam-epoch keeps inline, and recycled by its thread: a batch
+/// costs no allocation once a thread has a few.
+#[cfg(not(vmscale_shuttle))]
+type Batch = Box<Vec<Free>>;
+
+/// Emptied batches a thread keeps for its next ones: a batch comes back
+/// one or two flushes after it was sealed.
+#[cfg(not(vmscale_shuttle))]
+const SPARE_BATCHES: usize = 4;
+
+/// Runs the frees of a batch whose grace period has passed, leaving it
+/// empty.
+///
+/// # Safety
+/// Every entry came from [`defer`], and its grace period has passed.
+#[cfg(not(vmscale_shuttle))]
+unsafe fn run(batch: &mut Batch) {
+    for (free, p) in batch.drain(..) {
+        // SAFETY: per the contract (`defer`'s: unlinked, no reader left).
+        unsafe { free(p) };
+    }
+}
+
+/// A thread's frees not yet handed to the collector, and its [`Home`].
+#[cfg(not(vmscale_shuttle))]
+struct Retired {
+    batch: Batch,
+    /// Emptied batches, at most [`SPARE_BATCHES`].
+    spare: Vec<Batch>,
+    home: std::sync::Arc<Home>,
+    /// Batches handed to the collector since the last [`drain`].
+    sealed: usize,
+}
+
+#[cfg(not(vmscale_shuttle))]
+impl Retired {
+    /// Hands the gathered frees to the collector as one deferred call.
+    fn seal(&mut self, guard: &crossbeam_epoch::Guard) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let next = self
+            .spare
+            .pop()
+            .unwrap_or_else(|| Box::new(Vec::with_capacity(BATCH)));
+        let batch = std::mem::replace(&mut self.batch, next);
+        let home = self.home.clone();
+        // SAFETY: the frees touch only memory unlinked before this call
+        // (`defer`'s contract), and crossbeam runs the call after every
+        // thread pinned now has moved on.
+        unsafe { guard.defer_unchecked(move || home.deliver(batch)) };
+        // Crossbeam keeps deferred calls in a bag of 64 of the thread's
+        // own until it fills: 64 batches, 4096 frees, held back from
+        // every collection, and a shared tree's writes ran 1.5x slower
+        // on memory not yet recycled. Handing the bag over at once (and
+        // collecting, as a flush does) keeps one batch in flight.
+        guard.flush();
+        self.sealed += 1;
+    }
+}
+
+#[cfg(not(vmscale_shuttle))]
+impl Drop for Retired {
+    /// The thread ends: what it gathered goes to the collector, and what
+    /// comes back is freed wherever it is collected.
+    fn drop(&mut self) {
+        self.seal(&crossbeam_epoch::pin());
+        for mut batch in self.home.take(true) {
+            // SAFETY: delivered, so its grace period has passed.
+            unsafe { run(&mut batch) };
+        }
+    }
+}
+
+#[cfg(not(vmscale_shuttle))]
+thread_local! {
+    static RETIRED: std::cell::RefCell<Retired> = std::cell::RefCell::new(Retired {
+        batch: Box::new(Vec::with_capacity(BATCH)),
+        spare: Vec::new(),
+        home: std::sync::Arc::default(),
+        sealed: 0,
+    });
+}
+
+/// Frees what the collector brought back to this thread. Nothing of this
+/// thread's state is borrowed while they run: a value's drop may write to
+/// a tree and retire more.
+#[cfg(not(vmscale_shuttle))]
+fn free_ready() {
+    let ready = RETIRED
+        .try_with(|r| {
+            r.try_borrow()
+                .map(|r| r.home.take(false))
+                .unwrap_or_default()
+        })
+        .unwrap_or_default();
+    for mut batch in ready {
+        // SAFETY: delivered, so its grace period has passed.
+        unsafe { run(&mut batch) };
+        // Kept for a later seal, unless this thread's state is in use or
+        // gone (then dropped).
+        let _ = RETIRED.try_with(|r| {
+            if let Ok(mut r) = r.try_borrow_mut() {
+                if r.spare.len() < SPARE_BATCHES {
+                    r.spare.push(batch);
+                }
+            }
+        });
+    }
+}
+
+/// Seals this thread's gathered frees, collects twice for each
+/// [`FREES_PER_COLLECT`] batches it sealed since it last did, and twice
+/// more (every flush seals a batch that is only partly full, and asking
+/// for just as many left a backlog growing by 60 values a flush in
+/// `tests/reclaim_pace.rs`; a collection stops at the first bag whose
+/// grace period has not passed, so the extra ones cost an epoch check
+/// each), then frees what came back.
 #[cfg(not(vmscale_shuttle))]
 fn drain(guard: &crossbeam_epoch::Guard) {
-    let retired = RETIRED.try_with(|r| r.replace(0)).unwrap_or(0);
-    for _ in 0..2 * (retired / FREES_PER_COLLECT + 1) {
+    let sealed = RETIRED
+        .try_with(|r| {
+            r.try_borrow_mut()
+                .map(|mut r| {
+                    r.seal(guard);
+                    std::mem::take(&mut r.sealed)
+                })
+                .unwrap_or(0)
+        })
+        .unwrap_or(0);
+    for _ in 0..2 * (sealed / FREES_PER_COLLECT + 1) {
         guard.flush();
     }
+    free_ready();
 }
 
 /// Pins the current thread for a grace period.
@@ -163,19 +345,38 @@ pub unsafe fn unprotected() -> &'static Guard {
     unsafe { &*(inner as *const crossbeam_epoch::Guard).cast::<Guard>() }
 }
 
-/// Runs `f` once no thread can still hold a reference obtained before this
-/// call: after a grace period.
+/// Runs `free(p)` once no thread can still hold a reference obtained
+/// before this call: after a grace period, on this thread at a later
+/// write or [`Guard::flush`] (or, once this thread is gone, wherever the
+/// collector runs).
 ///
 /// # Safety
-/// `f` must only free memory that has already been unlinked from the tree,
-/// and must be safe to run on any thread.
+/// `free(p)` must only free memory that has already been unlinked from
+/// the tree, and must be safe to run on any thread.
 #[cfg(not(vmscale_shuttle))]
-pub(crate) unsafe fn defer<F: FnOnce()>(guard: &Guard, f: F) {
-    // SAFETY: the caller guarantees `f` touches only unlinked memory and is
-    // sendable in spirit (it frees nodes and drops `T: Send + Sync + 'static`
-    // values); crossbeam runs it after every pinned thread has moved on.
-    unsafe { guard.0.defer_unchecked(f) };
-    let _ = RETIRED.try_with(|r| r.set(r.get() + 1));
+pub(crate) unsafe fn defer(guard: &Guard, free: unsafe fn(*mut u8), p: *mut u8) {
+    let full = RETIRED.try_with(|r| match r.try_borrow_mut() {
+        Ok(mut r) => {
+            r.batch.push((free, p));
+            if r.batch.len() >= BATCH {
+                r.seal(&guard.0);
+            }
+            Ok(r.batch.is_empty())
+        }
+        Err(_) => Err(()),
+    });
+    match full {
+        // A batch was sealed: free what came back meanwhile.
+        Ok(Ok(true)) => free_ready(),
+        Ok(Ok(false)) => {}
+        // This thread's state is gone (its destructors run) or in use:
+        // one deferred call of its own, freed wherever it is collected.
+        _ => {
+            // SAFETY: per the contract; crossbeam runs the call after
+            // every thread pinned now has moved on.
+            unsafe { guard.0.defer_unchecked(move || free(p)) }
+        }
+    }
 }
 
 /// Shuttle stand-in for a grace-period guard: it does nothing, because in
@@ -209,9 +410,7 @@ pub unsafe fn unprotected() -> &'static Guard {
 
 /// Shuttle stand-in: leaks instead of freeing, which is trivially safe.
 #[cfg(vmscale_shuttle)]
-pub(crate) unsafe fn defer<F: FnOnce()>(_guard: &Guard, f: F) {
-    core::mem::forget(f);
-}
+pub(crate) unsafe fn defer(_guard: &Guard, _free: unsafe fn(*mut u8), _p: *mut u8) {}
 
 /// Proof that a [`Guard`] is pinned for `'g`, for readers that keep a walk
 /// between calls (cursors, iterators): what `&'g Guard` proves, but `Copy`

@@ -467,7 +467,7 @@ unsafe fn release_unlinked<T, O: Ownership<T>>(access: Access<'_>, q: *mut u8) {
         Access::Shared(guard) if O::RELEASES => {
             // SAFETY: per the contract; released after the grace period
             // that `guard`, pinned by this write, holds back.
-            unsafe { defer(guard, move || value::release_deferred::<T, O>(q)) }
+            unsafe { defer(guard, value::release_deferred::<T, O>, q) }
         }
         Access::Shared(_) => {}
     }
@@ -861,7 +861,7 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
                     unsafe { n.get() }.mark_dead();
                     // SAFETY: unlinked and marked dead: freed after a
                     // grace period, when no reader holds it.
-                    unsafe { defer(guard, move || n.free()) };
+                    unsafe { defer(guard, NodePtr::free_raw, n.into_raw()) };
                 }
                 (depth > 2).then(|| content.iter().map(|it| it.gap).max().unwrap_or(0))
             }
@@ -1616,7 +1616,7 @@ impl<'w> Rebuild<'_, '_, 'w> {
                 {
                     // SAFETY: the node is unlinked and marked dead; it is
                     // freed after a grace period, when no reader holds it.
-                    unsafe { defer(guard, move || n.free()) };
+                    unsafe { defer(guard, NodePtr::free_raw, n.into_raw()) };
                 }
                 // Values with nothing to release (inline, `'static`)
                 // defer nothing; exclusive writes skip them in
@@ -1626,7 +1626,7 @@ impl<'w> Rebuild<'_, '_, 'w> {
                     // SAFETY: this reference is unlinked; it is released
                     // after a grace period, and values are `T: Send + Sync +
                     // 'static` (required by `MapleTree::write`).
-                    unsafe { defer(guard, move || value::release_deferred::<T, O>(v)) };
+                    unsafe { defer(guard, value::release_deferred::<T, O>, v) };
                 }
             }
         }
