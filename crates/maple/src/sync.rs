@@ -192,7 +192,10 @@ struct Retired {
 impl Retired {
     /// Hands the gathered frees to the collector as one deferred call.
     fn seal(&mut self, guard: &crossbeam_epoch::Guard) {
-        if self.batch.is_empty() {
+        // An unprotected guard (`unprotected().flush()`) runs a deferred
+        // call at once, before the grace period of the frees in the batch:
+        // they wait for a pinned one.
+        if self.batch.is_empty() || guard.collector().is_none() {
             return;
         }
         let next = self
@@ -423,5 +426,59 @@ impl<'g> Pinned<'g> {
     #[inline]
     pub(crate) fn of(_guard: &'g Guard) -> Self {
         Pinned(std::marker::PhantomData)
+    }
+}
+
+#[cfg(all(test, not(vmscale_shuttle)))]
+mod tests {
+    use crate::MapleTree;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// Counts its drops.
+    struct Counted(Arc<AtomicUsize>);
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A batch's worth of retired values and more waits for the guard
+    /// that could still read them, however the thread flushes meanwhile,
+    /// through a pinned guard or an unprotected one (which runs a
+    /// deferred call at once, so a batch sealed through it would be
+    /// freed early); then it is all freed.
+    #[test]
+    fn retired_values_wait_for_every_guard_that_could_read_them() {
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let tree = MapleTree::new();
+        tree.write()
+            .store_range(0..=9, Counted(Arc::clone(&dropped)))
+            .unwrap();
+        let reader = crate::pin();
+        let held = tree.load(5, &reader).unwrap();
+        let writes = super::BATCH + 1;
+        for _ in 0..writes {
+            tree.write()
+                .store_range(0..=9, Counted(Arc::clone(&dropped)))
+                .unwrap();
+            // SAFETY: no reference is read under the unprotected guard.
+            unsafe { crate::unprotected() }.flush();
+            crate::pin().flush();
+        }
+        reader.flush();
+        // Still readable: under Miri an early free is caught here.
+        assert_eq!(held.0.load(Ordering::SeqCst), 0);
+        drop(reader);
+        for _ in 0..10_000 {
+            if dropped.load(Ordering::SeqCst) == writes {
+                break;
+            }
+            crate::pin().flush();
+            std::thread::yield_now();
+        }
+        assert_eq!(dropped.load(Ordering::SeqCst), writes);
+        drop(tree);
     }
 }
