@@ -53,7 +53,8 @@ impl Guard {
     /// this thread handed it since its last flush, so that a thread that
     /// holds a guard for long lets memory go as fast as its writes retire
     /// it), and frees what came back to this thread: memory is freed by
-    /// the thread whose write retired it, at its next flush or write.
+    /// the thread whose write retired it, at its next flush (or, for a
+    /// thread that flushes too rarely, at a write).
     ///
     /// ```
     /// let tree = maple::MapleTree::new();
@@ -92,11 +93,22 @@ const FREES_PER_COLLECT: usize = 8 * 64;
 type Free = (unsafe fn(*mut u8), *mut u8);
 
 /// How many frees a thread gathers before it hands them to the collector
-/// as one deferred call: crossbeam-epoch keeps a call of three words
-/// inline but boxes a larger one, so one call a batch costs an allocation
-/// a batch, not a free.
+/// as one deferred call ([`Batch`]): the call, and crossbeam-epoch's
+/// bookkeeping of it, is paid once per this many frees.
 #[cfg(not(vmscale_shuttle))]
 const BATCH: usize = 64;
+
+/// How many batches may wait for their thread before a write made under
+/// a held guard frees them. Such a thread frees its batches at
+/// [`Guard::flush`], outside its callers' locks (the lab flushes between
+/// operations, as the kernel's RCU callbacks run outside the sections
+/// that queued them), where its writes run inside them (a VMA index's
+/// writes hold `mmap_lock`); so a write frees only the backlog of a
+/// thread that flushes too rarely or never: 16384 frees at most, a few
+/// MB of nodes and values. A write made with no guard held frees what
+/// came back at once ([`unpinned`]).
+#[cfg(not(vmscale_shuttle))]
+const BACKLOG: usize = 256;
 
 /// Where the collector brings back a thread's batches once their grace
 /// period has passed, so that the thread that retired the memory frees
@@ -111,8 +123,8 @@ struct Home {
     /// Batches whose grace period has passed; `closed` once the thread
     /// is gone, when a batch's collector frees it itself.
     ready: Mutex<(Vec<Batch>, bool)>,
-    /// Whether `ready` has a batch: the owner's one load on its way.
-    any: std::sync::atomic::AtomicBool,
+    /// How many batches `ready` holds: the owner's one load on its way.
+    waiting: AtomicUsize,
 }
 
 // SAFETY: a `Free` is an unlinked allocation and the function that frees
@@ -136,18 +148,18 @@ impl Home {
             unsafe { run(&mut batch) };
         } else {
             ready.0.push(batch);
-            self.any.store(true, Ordering::Release);
+            self.waiting.store(ready.0.len(), Ordering::Release);
         }
     }
 
     /// The batches delivered so far, and (`close`) no more from now on.
     fn take(&self, close: bool) -> Vec<Batch> {
-        if !close && !self.any.load(Ordering::Acquire) {
+        if !close && self.waiting.load(Ordering::Acquire) == 0 {
             return Vec::new();
         }
         let mut ready = self.ready.lock().unwrap_or_else(|e| e.into_inner());
         ready.1 |= close;
-        self.any.store(false, Ordering::Relaxed);
+        self.waiting.store(0, Ordering::Relaxed);
         std::mem::take(&mut ready.0)
     }
 }
@@ -245,7 +257,7 @@ thread_local! {
 /// thread's state is borrowed while they run: a value's drop may write to
 /// a tree and retire more.
 #[cfg(not(vmscale_shuttle))]
-fn free_ready() {
+pub(crate) fn free_ready() {
     let ready = RETIRED
         .try_with(|r| {
             r.try_borrow()
@@ -266,6 +278,16 @@ fn free_ready() {
             }
         });
     }
+}
+
+/// Whether this thread holds no guard: a write made so frees what came
+/// back to it afterwards, as crossbeam-epoch collects at a pin that is
+/// not nested in another. A thread that holds a guard across its writes
+/// (a reader in the QSBR style, the lab's workers, whose writes run under
+/// `mmap_lock`) frees at its flushes instead, outside its callers' locks.
+#[cfg(not(vmscale_shuttle))]
+pub(crate) fn unpinned() -> bool {
+    !crossbeam_epoch::is_pinned()
 }
 
 /// Seals this thread's gathered frees, collects twice for each
@@ -349,8 +371,9 @@ pub unsafe fn unprotected() -> &'static Guard {
 }
 
 /// Runs `free(p)` once no thread can still hold a reference obtained
-/// before this call: after a grace period, on this thread at a later
-/// write or [`Guard::flush`] (or, once this thread is gone, wherever the
+/// before this call: after a grace period, on this thread, at a later
+/// [`Guard::flush`], after a later write made with no guard held, or at a
+/// write once a [`BACKLOG`] waits (once this thread is gone, wherever the
 /// collector runs).
 ///
 /// # Safety
@@ -358,18 +381,18 @@ pub unsafe fn unprotected() -> &'static Guard {
 /// the tree, and must be safe to run on any thread.
 #[cfg(not(vmscale_shuttle))]
 pub(crate) unsafe fn defer(guard: &Guard, free: unsafe fn(*mut u8), p: *mut u8) {
-    let full = RETIRED.try_with(|r| match r.try_borrow_mut() {
+    let backlog = RETIRED.try_with(|r| match r.try_borrow_mut() {
         Ok(mut r) => {
             r.batch.push((free, p));
-            if r.batch.len() >= BATCH {
-                r.seal(&guard.0);
+            if r.batch.len() < BATCH {
+                return Ok(false);
             }
-            Ok(r.batch.is_empty())
+            r.seal(&guard.0);
+            Ok(r.home.waiting.load(Ordering::Relaxed) >= BACKLOG)
         }
         Err(_) => Err(()),
     });
-    match full {
-        // A batch was sealed: free what came back meanwhile.
+    match backlog {
         Ok(Ok(true)) => free_ready(),
         Ok(Ok(false)) => {}
         // This thread's state is gone (its destructors run) or in use:
@@ -409,6 +432,16 @@ pub fn pin() -> Guard {
 pub unsafe fn unprotected() -> &'static Guard {
     static NONE: Guard = Guard(());
     &NONE
+}
+
+/// Shuttle stand-in: nothing is ever freed.
+#[cfg(vmscale_shuttle)]
+pub(crate) fn free_ready() {}
+
+/// Shuttle stand-in: no write frees anything afterwards.
+#[cfg(vmscale_shuttle)]
+pub(crate) fn unpinned() -> bool {
+    false
 }
 
 /// Shuttle stand-in: leaks instead of freeing, which is trivially safe.

@@ -1941,8 +1941,15 @@ impl<T: Send + Sync + 'static, O: Ownership<T> + 'static> WriteGuard<'_, T, O> {
             // `write_unshared`'s contract: no reader can exist.
             return write(self.tree, scratch, Access::Exclusive);
         }
+        let unpinned = crate::sync::unpinned();
         let guard = crate::pin();
-        write(self.tree, scratch, Access::Shared(&guard))
+        let done = write(self.tree, scratch, Access::Shared(&guard));
+        drop(guard);
+        if unpinned {
+            // Nobody's section around this write: free what came back.
+            crate::sync::free_ready();
+        }
+        done
     }
 
     /// As [`MapleTree::store_range`], visible to concurrent readers.
