@@ -54,10 +54,11 @@
 //! pinning costs a few nanoseconds and touches only the pinning thread's own
 //! state, which the `vmbench tree` benchmark measures (`load` vs `load_pin`).
 //! What a thread's writes retire, that thread frees once the grace period
-//! has passed, at its next [`Guard::flush`] (or write, if it flushes too
-//! rarely), as the kernel runs an RCU callback on the CPU that queued it:
-//! freeing another thread's memory would take that thread's allocator
-//! lines and locks.
+//! has passed: right after a write made with no guard held, and otherwise
+//! at its next [`Guard::flush`] (or at a write, if it flushes too rarely),
+//! as the kernel runs an RCU callback on the CPU that queued it and
+//! outside the section that queued it: freeing another thread's memory
+//! would take that thread's allocator lines and locks.
 
 #![deny(missing_docs)]
 

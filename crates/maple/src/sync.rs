@@ -53,8 +53,9 @@ impl Guard {
     /// this thread handed it since its last flush, so that a thread that
     /// holds a guard for long lets memory go as fast as its writes retire
     /// it), and frees what came back to this thread: memory is freed by
-    /// the thread whose write retired it, at its next flush (or, for a
-    /// thread that flushes too rarely, at a write).
+    /// the thread whose write retired it, right after a write made with
+    /// no guard held, otherwise at its next flush (or, for a thread that
+    /// flushes too rarely, at a write).
     ///
     /// ```
     /// let tree = maple::MapleTree::new();
