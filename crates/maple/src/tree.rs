@@ -610,6 +610,31 @@ impl<T, O: Ownership<T>> MapleTree<T, O> {
         }
     }
 
+    /// Levels of the tree, counting the leaves (0 when empty), found by
+    /// walking one path down (`O(height)`): every leaf sits at one depth.
+    /// The same figure as [`mem_stats`](Self::mem_stats)'s `height`,
+    /// without its walk of every node.
+    ///
+    /// ```
+    /// let mut tree = maple::MapleTree::new();
+    /// assert_eq!(tree.height(), 0);
+    /// for i in 0..1000u64 {
+    ///     tree.store_range(i * 10..=i * 10 + 4, i).unwrap();
+    /// }
+    /// assert_eq!(tree.height(), tree.mem_stats().height);
+    /// assert!(tree.height() >= 3);
+    /// ```
+    pub fn height(&self) -> usize {
+        let guard = crate::pin();
+        let mut levels = 0;
+        let mut node = self.root(Pinned::of(&guard));
+        while let Some(n) = node {
+            levels += 1;
+            node = (!n.is_leaf()).then(|| n.child(0));
+        }
+        levels
+    }
+
     /// Node memory and shape. Walks the whole tree (`O(n)`).
     ///
     /// ```

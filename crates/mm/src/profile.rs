@@ -71,7 +71,11 @@
 //! calibration of a cycle counter to trust), taken as the time since
 //! [`start`] less the time the recorder itself spent so far: each hook
 //! measures its own work and takes it out of every later timestamp, so a
-//! profile's run times are the model's, not the recorder's.
+//! profile's run times are the model's, not the recorder's. What a hook
+//! costs around its own two clock reads (the call, the thread-local
+//! access) [`start`] measures on back-to-back hooks, and each hook is
+//! charged that much. Whatever the recorder does for a structure (the
+//! maple index's count, say) it does inside a hook, never before one.
 //!
 //! ```
 //! use mm::{MapFlags, Mm, Prot};
@@ -565,19 +569,28 @@ pub(crate) fn touch_slice<T>(values: &[T], write: bool) {
     }
 }
 
-/// Lines a structure counted from its shape rather than touched, `chain`
-/// of them reached through a pointer: see the rule at the caller.
+/// Lines a structure counted from its shape rather than touched:
+/// `count` gives `(read, written, chain)`, `chain` of them reached through
+/// a pointer (see the rule at the caller). `count` runs inside the
+/// recorder's timed stretch, so that the work of counting (a walk of the
+/// tree's shape, say) is taken out of the timestamps as the recorder's
+/// own: the maple index's count, made outside it, once walked the whole
+/// tree at every search and store, under `mmap_lock`, and made a maple
+/// operation's recording two to seven times its length; the
+/// calibration's scaling then shrank the stretches between critical
+/// sections, which hold no such count, as much.
 #[inline(always)]
-pub(crate) fn counted(read: u32, written: u32, chain: u32) {
+pub(crate) fn counted(count: impl FnOnce() -> (u32, u32, u32)) {
     if anyone() {
-        counted_slow(read, written, chain);
+        counted_slow(count);
     }
 }
 
 #[cold]
 #[inline(never)]
-fn counted_slow(read: u32, written: u32, chain: u32) {
+fn counted_slow(count: impl FnOnce() -> (u32, u32, u32)) {
     with(|r, _| {
+        let (read, written, chain) = count();
         r.counted.0 += read;
         r.counted.1 += written;
         r.counted.2 += chain;
@@ -599,7 +612,7 @@ mod tests {
         let x = [0u64; 32];
         record_acquired(LockClass::IMmap, 0x1000, true, false);
         touch(&x, true);
-        counted(3, 1, 1);
+        counted(|| (3, 1, 1));
         released(0x1000);
         mark(1);
         assert!(!recording());
@@ -609,6 +622,29 @@ mod tests {
         assert!(recording());
         let events = stop();
         assert!(events.is_empty(), "{events:?}");
+    }
+
+    #[test]
+    fn the_work_of_a_count_is_the_recorders_not_the_models() {
+        // A count that takes 20 ms: none of it may show between the marks
+        // around it (the maple index's count once walked the whole tree
+        // outside the recorder's own time).
+        start();
+        mark(1);
+        counted(|| {
+            std::thread::sleep(Duration::from_millis(20));
+            (1, 0, 0)
+        });
+        mark(2);
+        let ev = stop();
+        let at = |tag| {
+            ev.iter()
+                .find(|e| e.what == What::Mark(tag))
+                .map(|e| e.at)
+                .expect("both marks recorded")
+        };
+        let between = at(2) - at(1);
+        assert!(between < Duration::from_millis(10), "{between:?}");
     }
 
     /// The model's own locks, end to end: a file mapping under
@@ -708,7 +744,7 @@ mod tests {
         touch_slice(&x[..64], false); // the same memory again
         touch_slice(&x[128..129], true);
         released(0x200);
-        counted(2, 1, 1);
+        counted(|| (2, 1, 1));
         // Two nodes of two lines each, found by pointer: the first line of
         // each is a dependent load, however often it is touched.
         touch(&nodes[0], false);

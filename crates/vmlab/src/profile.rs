@@ -675,6 +675,7 @@ fn convert(
         ops,
         converts_to: None,
         interleaved: None,
+        scaled: None,
     }
 }
 

@@ -202,6 +202,16 @@ pub struct Profile {
     /// address space), and its run times are scaled to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interleaved: Option<Box<Profile>>,
+    /// The factor [`calibrate`](Profile::calibrate) scaled the recorded
+    /// run times by, all its calls together: the unrecorded operation's
+    /// length over the recorded one's. Near 1 when the recorder took all
+    /// of its own time out; below 1 when the recording ran long, and then
+    /// the runs between critical sections, where the recorder has few
+    /// hooks, shrink with the rest (`docs/projection.md`, "The recorder's
+    /// own time"). Absent in profiles never calibrated, and in those
+    /// written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scaled: Option<f64>,
 }
 
 /// `adaptive`'s switch from one design to another under contention.
@@ -254,6 +264,7 @@ impl Profile {
     ///     ops: vec![vec![Step::Run { ns: 1000.0 }]],
     ///     converts_to: None,
     ///     interleaved: None,
+    ///     scaled: None,
     /// };
     /// let mut p = alone.clone();
     /// p.interleaved = Some(Box::new(Profile { ops_per_sec: 2e6, ..alone }));
@@ -355,7 +366,7 @@ impl Profile {
     /// Scales every [`Step::Run`] so that the mean operation takes
     /// `1 / ops_per_sec`: the recorder's own overhead (a timestamp per
     /// step) is taken out evenly. Does nothing to a profile whose steps
-    /// add up to no time.
+    /// add up to no time. [`scaled`](Profile::scaled) keeps the factor.
     pub fn calibrate(&mut self) {
         let mean = self.mean_op_ns();
         if mean <= 0.0 || self.ops_per_sec.is_nan() || self.ops_per_sec <= 0.0 {
@@ -367,6 +378,7 @@ impl Profile {
                 *ns *= k;
             }
         }
+        self.scaled = Some(self.scaled.unwrap_or(1.0) * k);
     }
 }
 
@@ -393,6 +405,7 @@ mod tests {
             ops,
             converts_to: None,
             interleaved: None,
+            scaled: None,
         }
     }
 
@@ -444,6 +457,13 @@ mod tests {
         // 1e6 ops/s is 1000 ns a operation; the 1:3 shape stays.
         assert!((p.mean_op_ns() - 1000.0).abs() < 1e-9);
         assert_eq!(p.ops[0][0], Step::Run { ns: 500.0 });
+        // The recording ran 200 ns an operation: scaled by 5.
+        assert_eq!(p.scaled, Some(5.0));
+        // A second calibration, to a rate measured later, composes.
+        p.ops_per_sec = 2e6;
+        p.calibrate();
+        assert_eq!(p.ops[0][0], Step::Run { ns: 250.0 });
+        assert!((p.scaled.unwrap() - 2.5).abs() < 1e-12);
     }
 
     #[test]

@@ -369,6 +369,7 @@ pub const WHOLE_STEPS_PER_CPU: usize = 4 * STEPS_PER_CPU;
 ///     ops: vec![op(50.0); 64],
 ///     converts_to: None,
 ///     interleaved: None,
+///     scaled: None,
 /// };
 /// assert_eq!(ops_per_cpu_for(&p), 192);
 /// p.ops = vec![op(50.0); 512];
@@ -2178,6 +2179,7 @@ mod tests {
             ops,
             converts_to: None,
             interleaved: None,
+            scaled: None,
         }
     }
 

@@ -102,38 +102,35 @@ impl MapleIndex {
 
 /// The counting rule of this index for the profile recorder
 /// (`crate::profile`). The maple crate is not instrumented, so the count
-/// comes from the tree's shape ([`maple::MemStats`]: its height and its
-/// node size, in lines): a search (`find`, one per VMA of an overlap,
-/// a gap search) reads one node per level; a store or an erase reads the
-/// same path and writes the leaf (a new copy in RCU mode) and the slot of
-/// its parent that points at it, two nodes (one in a one-level tree); a
+/// comes from the tree's shape: its height (one path down) and its node
+/// size, in lines. A search (`find`, one per VMA of an overlap, a gap
+/// search) reads one node per level; a store or an erase reads the same
+/// path and writes the leaf (a new copy in RCU mode) and the slot of its
+/// parent that points at it, two nodes (one in a one-level tree); a
 /// whole tree built at fork writes every node. Nodes are counted whole,
 /// which overstates a search that reads only the pivots it compares.
 /// Each node a search or a store reads is found through its parent's
 /// slot, so it is one line reached through a pointer; the nodes a build
 /// writes are new, allocated by the writer, and none is.
-/// Computed only while a thread records: it walks the whole tree.
+/// Computed only while a thread records, inside the recorder's own time
+/// (`profile::counted`): a build's count walks the whole tree.
 #[inline(always)]
 fn profile(tree: &MapleVmas, searches: u32, stores: u32, built: bool) {
     if crate::profile::counting() {
-        count(tree, searches, stores, built);
+        crate::profile::counted(|| count(tree, searches, stores, built));
     }
 }
 
 #[cold]
-fn count(tree: &MapleVmas, searches: u32, stores: u32, built: bool) {
-    let s = tree.mem_stats();
-    if s.nodes == 0 {
-        return;
-    }
-    let per_node = s.bytes.div_ceil(s.nodes).div_ceil(crate::profile::LINE) as u32;
-    let height = s.height as u32;
+fn count(tree: &MapleVmas, searches: u32, stores: u32, built: bool) -> (u32, u32, u32) {
+    let height = tree.height() as u32;
+    let per_node = maple::NODE_SIZE.div_ceil(crate::profile::LINE) as u32;
     let read = (searches + stores) * height * per_node;
     let mut written = stores * height.min(2) * per_node;
     if built {
-        written += s.nodes as u32 * per_node;
+        written += tree.mem_stats().nodes as u32 * per_node;
     }
-    crate::profile::counted(read, written, (searches + stores) * height);
+    (read, written, (searches + stores) * height)
 }
 
 impl Default for MapleIndex {

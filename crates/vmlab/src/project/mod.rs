@@ -344,6 +344,14 @@ pub struct Validation {
     /// before it was kept.
     #[serde(default)]
     pub contended: Vec<Contention>,
+    /// How the calibration scaled the profile's recorded run times
+    /// ([`Profile::scaled`](vmproject::Profile::scaled)): its own
+    /// operations', then, in threads mode, its interleaved operations'.
+    /// Far below 1, the recorder ran long and the runs outside critical
+    /// sections came out short. Empty in evidence written before it was
+    /// kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scaled: Vec<f64>,
 }
 
 /// How many of one lock class's acquisitions missed the fast path (waited
@@ -627,6 +635,10 @@ pub fn validate(
                 error: (predicted - measured) / measured,
                 unit: "ops/s".to_string(),
                 contended,
+                scaled: std::iter::once(&profile)
+                    .chain(profile.interleaved.as_deref())
+                    .filter_map(|p| p.scaled)
+                    .collect(),
             };
             on_row(&row);
             points.push(EvidencePoint {

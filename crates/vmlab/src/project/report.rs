@@ -398,6 +398,7 @@ mod tests {
             error: (predicted - median(measured)) / median(measured),
             unit: "ops/s".to_string(),
             contended: vec![],
+            scaled: vec![],
         }
     }
 
