@@ -116,9 +116,7 @@ impl MapleIndex {
 /// (`profile::counted`): a build's count walks the whole tree.
 #[inline(always)]
 fn profile(tree: &MapleVmas, searches: u32, stores: u32, built: bool) {
-    if crate::profile::counting() {
-        crate::profile::counted(|| count(tree, searches, stores, built));
-    }
+    crate::profile::counted(|| count(tree, searches, stores, built));
 }
 
 #[cold]
