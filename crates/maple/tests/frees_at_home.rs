@@ -1,9 +1,11 @@
 //! Memory a thread's writes retire is freed by that thread, once the
 //! grace period has passed, however many other threads collect
 //! meanwhile: as the kernel runs an RCU callback on the CPU that queued
-//! it; and a thread that never flushes still frees it, at its writes. A
-//! process of its own, so that no other test's thread holds grace periods
-//! back.
+//! it. A process of its own, with this one test: another test's thread
+//! pinned meanwhile holds grace periods back, and the writer, having
+//! waited its bounded while, leaves with batches still in flight, which
+//! are then freed away from home (`garbage_bound.rs` once shared this
+//! file, and the pair failed about 1 run in 15).
 #![cfg(not(vmscale_shuttle))]
 
 use std::cell::Cell;
@@ -50,6 +52,7 @@ fn retired_values_are_freed_by_the_thread_that_retired_them() {
                     break;
                 }
                 maple::pin().flush();
+                std::thread::yield_now();
             }
         });
         s.spawn(|| {
@@ -70,67 +73,4 @@ fn retired_values_are_freed_by_the_thread_that_retired_them() {
     );
     assert_eq!(AT_HOME.load(Ordering::Relaxed), WRITES - 1);
     drop(tree);
-}
-
-/// Values of [`garbage_stays_bounded_without_a_flush`]
-/// alive now.
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-/// A value that counts itself in [`LIVE`].
-struct Counted;
-
-impl Counted {
-    fn new() -> Counted {
-        LIVE.fetch_add(1, Ordering::Relaxed);
-        Counted
-    }
-}
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        LIVE.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// A write made with no guard held frees what came back at once; a
-/// thread that holds a guard across its writes frees at its flushes,
-/// outside its callers' locks, and if it never flushes, at its writes
-/// once 256 batches (16384 frees) wait: either way its garbage stays
-/// bounded.
-#[test]
-#[cfg_attr(miri, ignore = "bounds over 100 000 writes, not memory safety")]
-fn garbage_stays_bounded_without_a_flush() {
-    let tree = MapleTree::new();
-    let mut unpinned = 0;
-    for _ in 0..50_000 {
-        tree.write().store_range(0..=9, Counted::new()).unwrap();
-        unpinned = unpinned.max(LIVE.load(Ordering::Relaxed));
-    }
-    let mut held = 0;
-    let mut guard = maple::pin();
-    for i in 0..50_000 {
-        tree.write().store_range(0..=9, Counted::new()).unwrap();
-        held = held.max(LIVE.load(Ordering::Relaxed));
-        if i % 100 == 99 {
-            guard.repin();
-        }
-    }
-    drop(guard);
-    eprintln!("most alive: {unpinned} with no guard held, {held} with one");
-    assert!(unpinned <= 2048, "{unpinned} values alive, no guard held");
-    assert!(
-        held <= 20_000,
-        "{held} values alive, a guard held, no flush"
-    );
-    // And a flush frees the rest (which also keeps LeakSanitizer quiet:
-    // nothing retired is left in the collector at exit).
-    for _ in 0..10_000 {
-        if LIVE.load(Ordering::Relaxed) == 1 {
-            break;
-        }
-        maple::pin().flush();
-        std::thread::yield_now();
-    }
-    drop(tree);
-    assert_eq!(LIVE.load(Ordering::Relaxed), 0);
 }
