@@ -199,7 +199,8 @@ pub struct Profile {
     /// throughput of two workers taking turns on one CPU, measured
     /// without the recorder, less what taking turns on one CPU costs by
     /// itself (the recorder measures that on two workers that share no
-    /// address space), and its run times are scaled to it.
+    /// address space), and its run times are scaled to it. Of an even
+    /// number of them, the simulation gives each CPU one worker's side.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interleaved: Option<Box<Profile>>,
     /// The factor [`calibrate`](Profile::calibrate) scaled the recorded

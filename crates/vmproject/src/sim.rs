@@ -16,7 +16,12 @@
 //! next interleaved operation when another CPU has taken a lock they
 //! share ([`Scope::Shared`] or [`Scope::Group`]) as writer since its
 //! previous operation began, and the next of the recorded one-worker
-//! [`ops`](Profile::ops) otherwise. Its call can only meet another
+//! [`ops`](Profile::ops) otherwise. The interleaved operations are two
+//! workers' in turn, and each CPU takes one worker's seat (CPU `c`
+//! worker `c % 2`) and runs only that worker's: the recording is the two
+//! sides of one meeting (one worker's mapping merges into the other's,
+//! which then splits it), and two CPUs on the same side would meet in
+//! ways it never saw. Its call can only meet another
 //! worker's work through what that worker wrote under such a lock; so
 //! CPUs that share no lock each run one worker's operations, and a CPU
 //! that keeps a lock while the others wait runs one worker's operations
@@ -570,6 +575,14 @@ pub fn placement(machine: &Machine, n: usize) -> Vec<usize> {
         .collect()
 }
 
+/// The operation CPU `c` starts at: the one `offset` picks, moved to
+/// the CPU's own seat (`c % seats`) when `seats` workers' operations
+/// alternate in the list.
+fn seated(offset: u64, c: usize, ops: usize, seats: usize) -> usize {
+    let first = (offset % ops as u64) as usize;
+    first - first % seats + c % seats
+}
+
 /// Simulates `config.cpus` CPUs of `machine` running `profile`.
 pub fn simulate(
     profile: &Profile,
@@ -989,6 +1002,11 @@ struct Sim<'a> {
     /// instances are.
     alone: Option<&'a Profile>,
     alone_places: Vec<Placement>,
+    /// How many workers' operations alternate in the first stage's list:
+    /// 2 for an interleaved profile (worker 0's, worker 1's, in turn) of
+    /// an even length, when each CPU takes one worker's seat and steps
+    /// over the other's operations; 1 otherwise.
+    seats: usize,
     /// Writer acquisitions of locks other CPUs see, all CPUs together.
     shared_writes: u64,
     contended: u64,
@@ -1109,6 +1127,16 @@ impl<'a> Sim<'a> {
         let sharers = vec![0; nsharers];
         let mut rng = SplitMix(config.seed);
         let mean = profile.mean_op_ns();
+        // The recorded turns are two workers' calls meeting: one's
+        // mapping merges into the other's, the other then splits it. Two
+        // CPUs replay the two sides; running the same side at once, they
+        // would meet in ways the recording never saw (both faulting a
+        // fresh merged VMA in, each taking its anon_vma's lock).
+        let seats = if alone.is_some() && profile.ops.len() % 2 == 0 {
+            2
+        } else {
+            1
+        };
         let mut sim = Sim {
             machine,
             spin_budget: config.spin_budget_ns,
@@ -1135,6 +1163,7 @@ impl<'a> Sim<'a> {
             stage: 0,
             alone,
             alone_places,
+            seats,
             shared_writes: 0,
             contended: 0,
             converted_at: None,
@@ -1146,6 +1175,7 @@ impl<'a> Sim<'a> {
         for c in 0..n {
             let offset = rng.next();
             let start = rng.unit() * mean;
+            let first = seated(offset, c, profile.ops.len(), seats);
             sim.cpus.push(Cpu {
                 state: State::Run,
                 inst: NONE,
@@ -1159,7 +1189,7 @@ impl<'a> Sim<'a> {
                 gen: 0,
                 node: machine.node_of(sim.place[c]),
                 stage: 0,
-                op: (offset % profile.ops.len() as u64) as usize,
+                op: first,
                 step: 0,
                 alone: false,
                 alone_op: alone.map_or(0, |a| (offset % a.ops.len() as u64) as usize),
@@ -1477,7 +1507,8 @@ impl<'a> Sim<'a> {
             cpu.alone_op = (cpu.alone_op + 1) % a.ops.len();
             cpu.alone = true;
         } else {
-            cpu.op = (cpu.op + 1) % ops;
+            let stride = if stage == 0 { self.seats } else { 1 };
+            cpu.op = (cpu.op + stride) % ops;
             cpu.alone = false;
         }
         cpu.step = 0;
@@ -2327,6 +2358,37 @@ mod tests {
             simulate(&p, &m, &config(1, None)),
             Err(SimError::Profile(_))
         ));
+    }
+
+    /// Each CPU takes one worker's seat in the interleaved operations:
+    /// worker 0's side of the recorded meeting takes a shared lock, worker
+    /// 1's never does, so two CPUs never want it at once. (Stepping
+    /// through both workers' operations, both CPUs would take it in turn
+    /// and meet on it.)
+    #[test]
+    fn each_cpu_runs_one_workers_side_of_the_turns() {
+        let m = machine(1, 8, 0.0, 0.0, 0.0);
+        let l = lock(LockClass::AnonVma, LockKind::Rwsem, Scope::Shared);
+        let locked = vec![acq(0, true), run(1000.0), rel(0)];
+        let mut p = profile(vec![l], vec![locked.clone()]);
+        // Worker 1's operation outlasts worker 0's, so that worker 0's
+        // CPU takes the lock during every one of it: worker 1's CPU
+        // always meets that work and stays in the turns.
+        let turns = profile(vec![l], vec![locked, vec![run(1500.0)]]);
+        p.interleaved = Some(Box::new(turns));
+        for seed in 1..=5 {
+            let c = Config {
+                seed,
+                ..config(2, None)
+            };
+            let r = simulate(&p, &m, &c).unwrap();
+            let anon = r.breakdown.class(LockClass::AnonVma);
+            assert_eq!(anon.contended, 0.0, "seed {seed}: {r:?}");
+            assert!(
+                close(r.ops_per_sec, 1e9 / 1000.0 + 1e9 / 1500.0, 0.01),
+                "seed {seed}: {r:?}"
+            );
+        }
     }
 
     /// Only per-worker locks: throughput is exactly N times one CPU's,
