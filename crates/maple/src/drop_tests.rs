@@ -96,13 +96,7 @@ fn a_deferred_panic_stays_out_of_other_pins() {
     tree.write().erase_range(0..=N * 10).unwrap();
     // The frees run inside later pins, on this thread here; none of those
     // pins may panic, and every value is dropped in the end.
-    for _ in 0..10_000 {
-        if dropped.load(Ordering::SeqCst) == N as usize {
-            break;
-        }
-        let guard = crate::pin();
-        guard.flush();
-    }
+    crate::sync::settle(|| dropped.load(Ordering::SeqCst) == N as usize);
     assert_eq!(dropped.load(Ordering::SeqCst), N as usize);
     tree.validate().unwrap();
 }

@@ -7,19 +7,6 @@ use crate::{Direct, Entry, MapleTree};
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
-/// Flushes the grace-period collector until `done` holds (a shared
-/// write's releases run after a grace period, on some later `pin`).
-fn settle(done: impl Fn() -> bool) -> bool {
-    for _ in 0..1000 {
-        if done() {
-            return true;
-        }
-        crate::pin().flush();
-        std::thread::yield_now();
-    }
-    done()
-}
-
 #[test]
 fn direct_arcs_are_shared_by_split_pieces_and_released_once() {
     let a = Arc::new("a".to_string());
@@ -73,7 +60,7 @@ fn direct_arcs_written_beside_readers_are_released_after_the_grace_period() {
     assert_eq!(*held, 1);
     drop(g);
     assert!(
-        settle(|| Arc::strong_count(&a) == 1),
+        crate::sync::settle(|| Arc::strong_count(&a) == 1),
         "count {}",
         Arc::strong_count(&a)
     );
