@@ -381,6 +381,54 @@ impl Profile {
         }
         self.scaled = Some(self.scaled.unwrap_or(1.0) * k);
     }
+
+    /// Sets the one-worker rate to `ops_per_sec`, a better measurement of
+    /// it (the median of several runs, say), and
+    /// [`calibrate`](Profile::calibrate)s. The
+    /// [`interleaved`](Profile::interleaved) operations' rate was measured
+    /// against the one-worker rate (two workers taking turns in one
+    /// address space over two in address spaces of their own, times that
+    /// rate), so it moves by the same factor and is calibrated again too.
+    /// A rate, given or held, that is not positive and finite changes
+    /// nothing.
+    ///
+    /// ```
+    /// use vmproject::{Profile, Step};
+    /// let mut p = Profile {
+    ///     format: vmproject::profile::FORMAT,
+    ///     workload: "malloc1".into(),
+    ///     mode: "threads".into(),
+    ///     index: "maple".into(),
+    ///     imap: "single".into(),
+    ///     lock: "rwsem".into(),
+    ///     anon_rule: true,
+    ///     recorded_on: "host(1x2)".into(),
+    ///     ops_per_sec: 1e6,
+    ///     locks: vec![],
+    ///     ops: vec![vec![Step::Run { ns: 1000.0 }]],
+    ///     converts_to: None,
+    ///     interleaved: None,
+    ///     scaled: None,
+    /// };
+    /// p.interleaved = Some(Box::new(Profile { ops_per_sec: 5e5, ..p.clone() }));
+    /// p.calibrate_to(8e5);
+    /// let turns = p.interleaved.as_deref().unwrap();
+    /// assert_eq!((p.ops_per_sec, turns.ops_per_sec), (8e5, 4e5));
+    /// assert!((turns.mean_op_ns() - 2500.0).abs() < 1e-9);
+    /// ```
+    pub fn calibrate_to(&mut self, ops_per_sec: f64) {
+        let usable = |r: f64| r.is_finite() && r > 0.0;
+        if !usable(ops_per_sec) || !usable(self.ops_per_sec) {
+            return;
+        }
+        let factor = ops_per_sec / self.ops_per_sec;
+        self.ops_per_sec = ops_per_sec;
+        self.calibrate();
+        if let Some(t) = self.interleaved.as_deref_mut() {
+            t.ops_per_sec *= factor;
+            t.calibrate();
+        }
+    }
 }
 
 #[cfg(test)]
