@@ -1,6 +1,6 @@
 #!/bin/bash
 # perf (cpu-clock) of maple malloc1 threads at 1 and 2 threads
-B=/work/main/target/release/vmbench
+B=${B:-./target/release/vmbench}  # from the repository root
 W=${W:-malloc1}; I=${I:-maple}
 for t in 1 2; do
   $B topology --measure 2>/dev/null | grep -i "transfer\|one-way" | head -2

@@ -1,6 +1,6 @@
 #!/bin/bash
 # threads-only validations, glibc default vs tcache_count=2000, alternated
-cd /tmp/tc
+cd "$(dirname "$0")"
 for r in 1 2 3; do
   for v in default big; do
     ./vmbench topology --measure 2>/dev/null | grep "one-way" | head -1 > topo-$v-$r.txt

@@ -1,9 +1,0 @@
-#!/bin/bash
-# threads-only validations: the build before (old) and the one that counts
-# the VMAs an edit replaces and makes (new), alternated
-cd "$(dirname "$0")"
-for r in 1 2 3; do
-  for v in old new; do
-    ./vmbench-$v project --validate --workloads brk1,mmap1,malloc1,mmap2,page_fault3 --mode threads --repeat 3 --out val-$v-$r > val-$v-$r.log 2>&1
-  done
-done
