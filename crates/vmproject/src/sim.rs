@@ -1127,11 +1127,7 @@ impl<'a> Sim<'a> {
         let sharers = vec![0; nsharers];
         let mut rng = SplitMix(config.seed);
         let mean = profile.mean_op_ns();
-        // The recorded turns are two workers' calls meeting: one's
-        // mapping merges into the other's, the other then splits it. Two
-        // CPUs replay the two sides; running the same side at once, they
-        // would meet in ways the recording never saw (both faulting a
-        // fresh merged VMA in, each taking its anon_vma's lock).
+        // One worker's side of the turns per CPU (module docs).
         let seats = if alone.is_some() && profile.ops.len() % 2 == 0 {
             2
         } else {
