@@ -432,6 +432,62 @@ fn fork_copies_and_exit_empties() {
 }
 
 #[test]
+fn an_exit_unlinks_each_file_vma_from_its_own_file() {
+    use std::sync::Arc;
+    // exec and exit remove every VMA of a process in one edit; here the
+    // VMAs of three files alternate, and each file's map must lose exactly
+    // the exiting process's VMAs of that file.
+    let files: Vec<Arc<mm::File>> = (0..3)
+        .map(|i| mm::File::new(format!("/lib/lib{i}.so"), 64 * PAGE))
+        .collect();
+    let private = MapFlags::PRIVATE | MapFlags::FIXED;
+    let (mm, other) = (Mm::default(), Mm::default());
+    for i in 0..12u64 {
+        let file = &files[(i % 3) as usize];
+        for space in [&mm, &other] {
+            space
+                .mmap(
+                    BASE + 2 * i * PAGE,
+                    PAGE,
+                    Prot::READ,
+                    private,
+                    Some(file),
+                    i * PAGE,
+                )
+                .unwrap();
+        }
+    }
+    let held = |file: &Arc<mm::File>, by: &[&Mm]| -> (usize, usize) {
+        let vmas: Vec<usize> = by
+            .iter()
+            .flat_map(|m| m.vmas())
+            .filter(|v| v.file().is_some_and(|f| Arc::ptr_eq(f, file)))
+            .map(|v| Arc::as_ptr(&v) as usize)
+            .collect();
+        let entries = file.imap().entries();
+        let ours = entries
+            .iter()
+            .filter(|e| vmas.contains(&(Arc::as_ptr(&e.vma) as usize)))
+            .count();
+        (entries.len(), ours)
+    };
+    let child = mm.fork();
+    for file in &files {
+        assert_eq!(held(file, &[&mm, &other, &child]), (12, 12));
+    }
+    child.exit();
+    for file in &files {
+        assert_eq!(held(file, &[&mm, &other]), (8, 8));
+    }
+    mm.exit();
+    for file in &files {
+        assert_eq!(held(file, &[&other]), (4, 4));
+    }
+    drop(other);
+    assert!(files.iter().all(|f| !f.imap().is_mapped()));
+}
+
+#[test]
 fn exec_maps_an_image() {
     use mm::{File, Image, Segment};
     let exe = File::new("/usr/bin/prog", 0x5000);

@@ -372,15 +372,13 @@ impl IMap {
             return;
         }
         let groups = &self.groups;
-        // On the stack, as in `relink_files`.
-        let placed: SmallVec<[(usize, &Arc<Vma>); 8]> = insert
-            .iter()
-            .map(|l| (groups.choose(l.hint), l.vma))
-            .collect();
-        let removed: SmallVec<[(usize, &Arc<Vma>); 8]> = remove
-            .iter()
-            .map(|v| (v.imap_group().unwrap_or(0), *v))
-            .collect();
+        // On the stack, as in `relink_files`; filled where they lie, since
+        // moving a collected one out copies all its inline slots, and
+        // `fork` makes this call once per file VMA.
+        let mut placed: SmallVec<[(usize, &Arc<Vma>); 8]> = SmallVec::new();
+        placed.extend(insert.iter().map(|l| (groups.choose(l.hint), l.vma)));
+        let mut removed: SmallVec<[(usize, &Arc<Vma>); 8]> = SmallVec::new();
+        removed.extend(remove.iter().map(|v| (v.imap_group().unwrap_or(0), *v)));
         let change = Change {
             removed: &removed,
             placed: &placed,

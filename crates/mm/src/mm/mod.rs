@@ -622,27 +622,53 @@ pub(crate) fn relink_anon(old: &[Arc<Vma>], new: &mut [Vma], rule: bool) {
 /// `i_mmap_rwsem` once around a VMA adjustment. A new VMA goes into the
 /// group of an old VMA of the same file, so a split, merge or move keeps
 /// its group; a VMA with no predecessor is placed by the map's policy.
+/// Files are changed in the order they first appear in `old`, then `new`.
 pub(crate) fn relink_files(old: &[Arc<Vma>], new: &[Arc<Vma>]) {
-    // On the stack: a change touches a file or two and a few VMAs of each,
-    // and `execl` makes one every few hundred nanoseconds.
-    let mut files: SmallVec<[&Arc<File>; 4]> = SmallVec::new();
-    for f in old.iter().chain(new).filter_map(|v| v.file()) {
-        if !files.iter().any(|g| Arc::ptr_eq(g, f)) {
-            files.push(f);
-        }
-    }
-    for file in files {
-        let same = |v: &&Arc<Vma>| v.file().is_some_and(|f| Arc::ptr_eq(f, file));
-        let removes: SmallVec<[&Arc<Vma>; 8]> = old.iter().filter(same).collect();
+    // The VMAs are grouped by file with one sort, not one scan of the
+    // edit per file: an exec or exit removes every VMA of a process at
+    // once (kernbench's compile jobs hold 300, of some 60 files), and a
+    // scan per file made that quadratic, 15 % of a job's time. On the
+    // stack: most changes touch a file or two and a few VMAs of each, and
+    // `execl` makes one every few hundred nanoseconds. Each list is
+    // filled where it lies: moving a collected one out copies all its
+    // inline slots.
+    //
+    // (the file's address, the VMA's position in `old` then `new`, the
+    // file).
+    type Keyed<'a> = (usize, usize, &'a Arc<File>);
+    let mut keyed: SmallVec<[Keyed<'_>; 8]> = SmallVec::new();
+    keyed.extend(
+        old.iter()
+            .chain(new)
+            .enumerate()
+            .filter_map(|(i, v)| v.file().map(|f| (Arc::as_ptr(f) as usize, i, f))),
+    );
+    // Positions are distinct, so the order is total and the sort needs no
+    // stability: each file's run lists its old VMAs, then its new ones.
+    keyed.sort_unstable_by_key(|&(file, i, _)| (file, i));
+    let mut runs: SmallVec<[&[Keyed<'_>]; 4]> = SmallVec::new();
+    runs.extend(keyed.chunk_by(|a, b| a.0 == b.0));
+    runs.sort_unstable_by_key(|run| run.first().map(|&(_, i, _)| i));
+    let vma = |i: usize| old.get(i).or_else(|| new.get(i - old.len()));
+    let mut removes: SmallVec<[&Arc<Vma>; 8]> = SmallVec::new();
+    let mut links: SmallVec<[Link<'_>; 8]> = SmallVec::new();
+    for run in runs {
+        let Some(&(_, _, file)) = run.first() else {
+            continue;
+        };
+        let split = run.partition_point(|&(_, i, _)| i < old.len());
+        removes.clear();
+        removes.extend(run[..split].iter().filter_map(|&(_, i, _)| vma(i)));
         let hint = removes
             .iter()
             .find_map(|v| v.imap_group())
             .and_then(|g| u32::try_from(g).ok());
-        let links: SmallVec<[Link<'_>; 8]> = new
-            .iter()
-            .filter(same)
-            .map(|vma| Link { vma, hint })
-            .collect();
+        links.clear();
+        links.extend(
+            run[split..]
+                .iter()
+                .filter_map(|&(_, i, _)| vma(i).map(|vma| Link { vma, hint })),
+        );
         file.imap().update(&removes, &links);
     }
 }
