@@ -134,17 +134,18 @@ fn kind(t: &fs::FileType) -> &'static str {
 mod tests {
     use super::*;
 
-    fn scratch(name: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("vmbench-output-{}-{name}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        dir
+    /// An empty directory, removed with what is in it when dropped.
+    fn scratch(name: &str) -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(&format!("vmbench-output-{name}-"))
+            .tempdir()
+            .unwrap()
     }
 
     #[test]
     fn an_uncommitted_file_leaves_the_old_one_intact() {
-        let dir = scratch("uncommitted");
+        let scratch = scratch("uncommitted");
+        let dir = scratch.path();
         let dest = dir.join("trace.json");
         fs::write(&dest, b"yesterday's trace").unwrap();
         {
@@ -154,18 +155,19 @@ mod tests {
         }
         assert_eq!(fs::read(&dest).unwrap(), b"yesterday's trace");
         assert_eq!(
-            fs::read_dir(&dir).unwrap().count(),
+            fs::read_dir(dir).unwrap().count(),
             1,
             "no temporary file left"
         );
         write_file(&dest, "new").unwrap();
         assert_eq!(fs::read(&dest).unwrap(), b"new");
-        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
+        assert_eq!(fs::read_dir(dir).unwrap().count(), 1);
     }
 
     #[test]
     fn links_devices_and_directories_are_refused_untouched() {
-        let dir = scratch("special");
+        let scratch = scratch("special");
+        let dir = scratch.path();
         let target = dir.join("target");
         fs::write(&target, b"keep").unwrap();
         let link = dir.join("link");
@@ -179,7 +181,7 @@ mod tests {
             .is_symlink());
         let e = OutputFile::create(Path::new("/dev/null")).unwrap_err();
         assert!(e.0.contains("a device"), "{e}");
-        let e = OutputFile::create(&dir).unwrap_err();
+        let e = OutputFile::create(dir).unwrap_err();
         assert!(e.0.contains("a directory"), "{e}");
     }
 
