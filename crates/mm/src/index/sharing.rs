@@ -177,15 +177,24 @@ impl Sharing {
     pub(crate) fn admit(&self) {
         let me = me();
         // One atomic step: readers hold `mmap_lock` together, so two may
-        // be admitted at once.
-        let before = self
-            .state
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| match s {
-                UNCLAIMED => Some(me),
-                s if s == me || s == SHARED => None,
-                _ => Some(SHARED),
-            });
-        if matches!(before, Ok(s) if s != UNCLAIMED) {
+        // be admitted at once. (A loop of its own rather than
+        // `fetch_update`, which nightly renames.)
+        let mut s = self.state.load(Ordering::Acquire);
+        let before = loop {
+            let next = match s {
+                UNCLAIMED => me,
+                s if s == me || s == SHARED => break None,
+                _ => SHARED,
+            };
+            match self
+                .state
+                .compare_exchange_weak(s, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(prev) => break Some(prev),
+                Err(now) => s = now,
+            }
+        };
+        if matches!(before, Some(s) if s != UNCLAIMED) {
             // A second lockless reader took the tree from its claimant,
             // who must pin from now on: wait out the claimant's read.
             self.make_shared();
