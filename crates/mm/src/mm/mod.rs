@@ -626,8 +626,8 @@ pub(crate) fn relink_anon(old: &[Arc<Vma>], new: &mut [Vma], rule: bool) {
 pub(crate) fn relink_files(old: &[Arc<Vma>], new: &[Arc<Vma>]) {
     // The VMAs are grouped by file with one sort, not one scan of the
     // edit per file: an exec or exit removes every VMA of a process at
-    // once (kernbench's compile jobs hold 300, of some 60 files), and a
-    // scan per file made that quadratic, 15 % of a job's time. On the
+    // once (a kernbench compile job holds 300, 250 of them of 50 files),
+    // and a scan per file made that quadratic, 15 % of a job's time. On the
     // stack: most changes touch a file or two and a few VMAs of each, and
     // `execl` makes one every few hundred nanoseconds. Each list is
     // filled where it lies: moving a collected one out copies all its
