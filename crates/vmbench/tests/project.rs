@@ -286,6 +286,48 @@ fn replay_predicts_again_from_the_evidence_a_validation_wrote() {
         );
     }
 
+    // `--rerecord` records the slow evidence's profiles again with this
+    // build: the doubling is gone, and each profile is calibrated to the
+    // one-worker rate stored beside it, so processes mode (which shares
+    // nothing) is predicted as the validation predicted it, from the
+    // stored measurements. The new profiles are written for a later
+    // replay.
+    let out = vmbench(&[
+        "project",
+        "--replay",
+        slow_file.to_str().unwrap(),
+        "--rerecord",
+        "--quick",
+        "--bound",
+        "1000",
+        "--json",
+        "--out",
+        dir.path().join("rerecorded").to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rerecorded = json_lines(&out);
+    assert_eq!(rows.len(), rerecorded.len());
+    for (a, b) in rows.iter().zip(&rerecorded) {
+        assert_eq!(a["measured"], b["measured"]);
+        assert_eq!(a["one_worker"], b["one_worker"]);
+        let (p, q) = (
+            a["predicted"].as_f64().unwrap(),
+            b["predicted"].as_f64().unwrap(),
+        );
+        if a["mode"] == "processes" {
+            assert!((q / p - 1.0).abs() < 0.01, "{a} against {b}");
+        }
+    }
+    assert!(dir.path().join("rerecorded/evidence.jsonl.gz").exists());
+    // Only with --replay: one line.
+    let out = vmbench(&["project", "--rerecord"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--replay"), "{err}");
+
     // Nothing to replay: one line that names the file.
     let missing = dir.path().join("none");
     let out = vmbench(&["project", "--replay", missing.to_str().unwrap()]);

@@ -83,6 +83,14 @@ pub struct ProjectArgs {
     #[arg(long, value_name = "DIR")]
     pub replay: Option<PathBuf>,
 
+    /// --replay: record every configuration's profile again with this
+    /// build's recorder (taking --duration, --warmup, --record-ops,
+    /// --resident and --resident-vmas as the evidence was made with)
+    /// before predicting, so that a change to the recorder is judged on
+    /// the stored measurements. Only on the machine that measured them.
+    #[arg(long, requires = "replay")]
+    pub rerecord: bool,
+
     /// --validate: the largest relative error accepted.
     #[arg(long, default_value_t = 0.15)]
     pub bound: f64,
@@ -470,6 +478,11 @@ fn replay(args: &ProjectArgs, from: &Path) -> Result<bool, LabError> {
         spin_budget_ns: point.sim.spin_budget_ns,
         ..args.method()?
     };
+    let evidence = if args.rerecord {
+        project::rerecord(&evidence, &method)?
+    } else {
+        evidence
+    };
     let rows = project::replay(&evidence)?;
     if args.json {
         io::stdout()
@@ -481,6 +494,12 @@ fn replay(args: &ProjectArgs, from: &Path) -> Result<bool, LabError> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("vmbench-results/replay"));
+    if args.rerecord {
+        // The new profiles, for a later --replay of them.
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| LabError(format!("creating {}: {e}", dir.display())))?;
+        write_evidence(&dir.join(EVIDENCE), &evidence)?;
+    }
     // Whether the runs were predicted with descriptions of their own
     // minutes (`--machine host`), as the report then says.
     let remeasured = evidence

@@ -463,6 +463,15 @@ fn predictions(
     Ok(runs)
 }
 
+/// How the calibration scaled `profile`'s run times, then its
+/// interleaved operations' ([`Validation::scaled`]).
+fn scaled(profile: &Profile) -> Vec<f64> {
+    std::iter::once(profile)
+        .chain(profile.interleaved.as_deref())
+        .filter_map(|p| p.scaled)
+        .collect()
+}
+
 /// The throughputs of ascending `projections`.
 fn rates(projections: &[sim::Projection]) -> Vec<f64> {
     projections.iter().map(|p| p.ops_per_sec).collect()
@@ -506,11 +515,108 @@ pub fn replay(evidence: &[Evidence]) -> Result<Vec<Validation>, LabError> {
                 predicted_runs,
                 error: (predicted - v.measured) / v.measured,
                 contended: contention(&projections, &measured),
+                // The profile's own: a re-recorded one (`rerecord`) was
+                // scaled anew. Evidence written before it was kept has
+                // none, and keeps the row's (none either).
+                scaled: if e.profile.scaled.is_some() {
+                    scaled(&e.profile)
+                } else {
+                    v.scaled.clone()
+                },
                 ..v.clone()
             });
         }
     }
     Ok(rows)
+}
+
+/// The same `evidence` with every profile recorded again by this build's
+/// recorder, on this machine, and calibrated to the one-worker runs
+/// measured beside it; [`replay`] then predicts the stored measurements
+/// from the new profiles. [`replay`] judges a change to the simulation on
+/// measurements already made; this judges a change to the recorder (a
+/// structure that now counts more of its lines, say) on them, with no
+/// measured run made again, so that two recorders meet the same
+/// measurements rather than two hours' noise. The evidence must come from
+/// this machine: a profile is this machine's run times. Each configuration
+/// is recorded with `method`'s timing and operation count, and `method`'s
+/// `resident` and `resident_vmas`, which the evidence does not keep, must
+/// be those it was made with (the defaults, unless it says otherwise).
+///
+/// ```
+/// use std::time::Duration;
+/// use vmlab::project::{rerecord, Method};
+/// use vmlab::run::harness::Timing;
+///
+/// let method = Method {
+///     timing: Timing { warmup: Duration::from_millis(10), duration: Duration::from_millis(50) },
+///     record_ops: 64,
+///     resident: 300,
+///     resident_vmas: 6000,
+///     ops_per_cpu: None,
+///     seed: 1,
+///     spin_budget_ns: None,
+/// };
+/// // No evidence, nothing recorded.
+/// assert!(rerecord(&[], &method).unwrap().is_empty());
+/// ```
+pub fn rerecord(evidence: &[Evidence], method: &Method) -> Result<Vec<Evidence>, LabError> {
+    let topology = mm::topology::host();
+    evidence
+        .iter()
+        .map(|e| {
+            let v = &e
+                .points
+                .first()
+                .ok_or_else(|| {
+                    LabError(format!(
+                        "{} {}: no worker counts",
+                        e.profile.workload, e.profile.index
+                    ))
+                })?
+                .validation;
+            let what = || format!("{} {} {}", v.workload, v.mode, v.config);
+            let unknown = |field: &str, value: &str| {
+                LabError(format!("{}: unknown {field} {value:?}", what()))
+            };
+            let workload = Workload::ALL
+                .into_iter()
+                .find(|w| w.name() == v.workload)
+                .ok_or_else(|| unknown("workload", &v.workload))?;
+            let mode = Mode::ALL
+                .into_iter()
+                .find(|m| m.name() == v.mode)
+                .ok_or_else(|| unknown("mode", &v.mode))?;
+            let design = Design {
+                index: IndexKind::ALL
+                    .into_iter()
+                    .find(|i| i.name() == v.index)
+                    .ok_or_else(|| unknown("index", &v.index))?,
+                imap: ImapDesign::ALL
+                    .into_iter()
+                    .find(|i| i.name() == v.imap)
+                    .ok_or_else(|| unknown("i_mmap design", &v.imap))?,
+                lock: v.lock.parse().map_err(|_| unknown("lock kind", &v.lock))?,
+                anon_rule: v.anon_rule,
+            };
+            let s = spec(
+                workload,
+                mode,
+                design,
+                &topology,
+                method.resident,
+                method.resident_vmas,
+            );
+            let mut profile = profile::record(&s, method.record_ops, &method.timing)?;
+            // The rate the stored prediction was made from: the median
+            // of the one-worker runs, as `validate` calibrates to.
+            profile.calibrate_to(v.one_worker);
+            Ok(Evidence {
+                profile,
+                points: e.points.clone(),
+            })
+        })
+        .collect()
 }
 
 /// Predicts every configuration at every worker count on this machine
@@ -636,10 +742,7 @@ pub fn validate(
                 error: (predicted - measured) / measured,
                 unit: "ops/s".to_string(),
                 contended,
-                scaled: std::iter::once(&profile)
-                    .chain(profile.interleaved.as_deref())
-                    .filter_map(|p| p.scaled)
-                    .collect(),
+                scaled: scaled(&profile),
             };
             on_row(&row);
             points.push(EvidencePoint {
