@@ -323,6 +323,30 @@ fn replay_predicts_again_from_the_evidence_a_validation_wrote() {
         }
     }
     assert!(dir.path().join("rerecorded/evidence.jsonl.gz").exists());
+    // Evidence from another machine cannot be recorded again here: one
+    // line that says so.
+    let elsewhere = dir.path().join("elsewhere.jsonl");
+    std::fs::write(
+        &elsewhere,
+        std::fs::read_to_string(&slow_file)
+            .unwrap()
+            .replace("\"recorded_on\":\"host(", "\"recorded_on\":\"host(9x"),
+    )
+    .unwrap();
+    let out = vmbench(&[
+        "project",
+        "--replay",
+        elsewhere.to_str().unwrap(),
+        "--rerecord",
+        "--quick",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.trim_end().lines().count() == 1
+            && err.contains("only the machine that measured"),
+        "{err}"
+    );
     // Only with --replay: one line.
     let out = vmbench(&["project", "--rerecord"]);
     let err = String::from_utf8_lossy(&out.stderr);

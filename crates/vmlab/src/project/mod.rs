@@ -538,7 +538,8 @@ pub fn replay(evidence: &[Evidence]) -> Result<Vec<Validation>, LabError> {
 /// structure that now counts more of its lines, say) on them, with no
 /// measured run made again, so that two recorders meet the same
 /// measurements rather than two hours' noise. The evidence must come from
-/// this machine: a profile is this machine's run times. Each configuration
+/// this machine, a profile being its run times: evidence recorded on
+/// another topology is an error. Each configuration
 /// is recorded with `method`'s timing and operation count, and `method`'s
 /// `resident` and `resident_vmas`, which the evidence does not keep, must
 /// be those it was made with (the defaults, unless it says otherwise).
@@ -575,7 +576,17 @@ pub fn rerecord(evidence: &[Evidence], method: &Method) -> Result<Vec<Evidence>,
                     ))
                 })?
                 .validation;
-            let what = || format!("{} {} {}", v.workload, v.mode, v.config);
+            let what = || format!("{} {}", v.workload, v.config);
+            // A shape is not a machine, but a different one is surely
+            // another machine.
+            if e.profile.recorded_on != topology.to_string() {
+                return Err(LabError(format!(
+                    "{}: recorded on {}, and this machine is {}: only the machine that measured the evidence can record its profiles again",
+                    what(),
+                    e.profile.recorded_on,
+                    topology
+                )));
+            }
             let unknown = |field: &str, value: &str| {
                 LabError(format!("{}: unknown {field} {value:?}", what()))
             };
