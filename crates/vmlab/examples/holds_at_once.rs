@@ -7,7 +7,8 @@
 //! `OPS` operations on every worker at once with the model's recorder
 //! (`mm::profile`, each thread its own) and prints, per worker, the time
 //! an operation took, how long it held `mmap_lock` (each of its holds in
-//! order, with percentiles) and how long the other locks. Compare one
+//! order, with percentiles), the gaps between those holds, and how long
+//! the other locks. Compare one
 //! thread with two: a hold that grows at two threads pays for something
 //! the one-thread recordings do not show (lines the other CPU wrote, an
 //! allocator's lock), and the projection charges only the lines the
@@ -263,6 +264,14 @@ fn worker(
 fn report(i: usize, events: &[Event]) {
     let mut took = Vec::new();
     let mut holds: Vec<Vec<f64>> = vec![Vec::new(); HOLDS];
+    // The time from each `mmap_lock` release to the next acquisition (of
+    // the operation or the next one), by the hold it ends before: the
+    // gap in which, in the simulation, a releasing CPU that comes back
+    // first keeps the lock (`docs/projection.md`, "Sections measured on
+    // two CPUs"). At two threads it includes waiting for the other's
+    // hold; its low percentiles are the thread's own code.
+    let mut gaps: Vec<Vec<f64>> = vec![Vec::new(); HOLDS];
+    let mut released_at = None;
     let (mut held, mut other) = (0.0, 0.0);
     let mut since_mark = None;
     let mut open: HashMap<u64, (f64, LockClass)> = HashMap::new();
@@ -278,10 +287,16 @@ fn report(i: usize, events: &[Event]) {
                 k = 0;
             }
             What::Acquire { class, lock, .. } => {
+                if class == LockClass::MmapLock {
+                    if let (Some(r), Some(g)) = (released_at.take(), gaps.get_mut(k)) {
+                        g.push(at - r);
+                    }
+                }
                 open.insert(lock, (at, class));
             }
             What::Release { lock } => match open.remove(&lock) {
                 Some((from, LockClass::MmapLock)) => {
+                    released_at = Some(at);
                     held += at - from;
                     if let Some(h) = holds.get_mut(k) {
                         h.push(at - from);
@@ -311,6 +326,13 @@ fn report(i: usize, events: &[Event]) {
             "  mmap_lock hold {j}: {} of them, {mean:.0} ns mean ({})",
             h.len(),
             percentiles(h)
+        );
+    }
+    for (j, g) in gaps.iter_mut().enumerate().filter(|(_, g)| !g.is_empty()) {
+        println!(
+            "  gap before mmap_lock hold {j}: {} of them ({})",
+            g.len(),
+            percentiles(g)
         );
     }
 }
