@@ -8,8 +8,8 @@
 //! (`mm::profile`, each thread its own) and prints, per worker, the time
 //! an operation took, how long it held `mmap_lock` (each of its holds in
 //! order, with percentiles), the gaps between those holds, and how long
-//! the other locks. Compare one
-//! thread with two: a hold that grows at two threads pays for something
+//! the other locks. Compare one thread with two: a hold that grows at
+//! two threads pays for something
 //! the one-thread recordings do not show (lines the other CPU wrote, an
 //! allocator's lock), and the projection charges only the lines the
 //! recorder counts (`vmbench project --machine host --cpus 1,2`, its

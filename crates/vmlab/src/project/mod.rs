@@ -599,14 +599,8 @@ pub fn rerecord(evidence: &[Evidence], method: &Method) -> Result<Vec<Evidence>,
                 .find(|m| m.name() == v.mode)
                 .ok_or_else(|| unknown("mode", &v.mode))?;
             let design = Design {
-                index: IndexKind::ALL
-                    .into_iter()
-                    .find(|i| i.name() == v.index)
-                    .ok_or_else(|| unknown("index", &v.index))?,
-                imap: ImapDesign::ALL
-                    .into_iter()
-                    .find(|i| i.name() == v.imap)
-                    .ok_or_else(|| unknown("i_mmap design", &v.imap))?,
+                index: v.index.parse().map_err(|_| unknown("index", &v.index))?,
+                imap: v.imap.parse().map_err(|_| unknown("i_mmap design", &v.imap))?,
                 lock: v.lock.parse().map_err(|_| unknown("lock kind", &v.lock))?,
                 anon_rule: v.anon_rule,
             };
