@@ -24,6 +24,11 @@
 //! allocator's lock). With `processes`, each worker has an address space
 //! of its own: taking turns, that is the baton's own cost.
 //!
+//! With `unrecorded`, the run ends after the unrecorded operations: no
+//! recording, only the rate, for a sampling profiler to see the workers
+//! as the recorder does not disturb them (`perf record` of `turns`
+//! against `turns processes`: `docs/data/2cpu-2026-11-29/turns-perf/`).
+//!
 //! The recorder's own cost is taken out of its timestamps but not out of
 //! the caches it disturbs, so compare holds with holds, not with the
 //! throughput of `vmbench run`.
@@ -32,6 +37,7 @@
 //! cargo run --release -p vmlab --example holds_at_once -- malloc1 maple 1 30000
 //! cargo run --release -p vmlab --example holds_at_once -- malloc1 maple 2 30000
 //! cargo run --release -p vmlab --example holds_at_once -- malloc1 maple 2 30000 turns
+//! cargo run --release -p vmlab --example holds_at_once -- malloc1 maple 2 300000 turns unrecorded
 //! ```
 
 use std::collections::HashMap;
@@ -54,7 +60,7 @@ fn main() {
     if let Err(e) = run() {
         eprintln!("holds_at_once: {e}");
         eprintln!(
-            "usage: holds_at_once WORKLOAD INDEX THREADS OPS [turns] [processes] (e.g. malloc1 maple 2 30000)"
+            "usage: holds_at_once WORKLOAD INDEX THREADS OPS [turns] [processes] [unrecorded] (e.g. malloc1 maple 2 30000)"
         );
         std::process::exit(2);
     }
@@ -64,10 +70,11 @@ fn run() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let flag = |f: &str| args.iter().skip(4).any(|a| a == f);
     let (turns, processes) = (flag("turns"), flag("processes"));
+    let only_unrecorded = flag("unrecorded");
     if let Some(bad) = args
         .iter()
         .skip(4)
-        .find(|a| !["turns", "processes"].contains(&a.as_str()))
+        .find(|a| !["turns", "processes", "unrecorded"].contains(&a.as_str()))
     {
         return Err(format!("unknown flag {bad}"));
     }
@@ -114,7 +121,17 @@ fn run() -> Result<(), String> {
         let workers: Vec<_> = (0..threads)
             .map(|i| {
                 let (fixture, spec, barrier, baton) = (&fixture, &spec, &barrier, &baton);
-                s.spawn(move || worker(fixture, spec, barrier, baton.as_ref(), i, ops))
+                s.spawn(move || {
+                    worker(
+                        fixture,
+                        spec,
+                        barrier,
+                        baton.as_ref(),
+                        i,
+                        ops,
+                        only_unrecorded,
+                    )
+                })
             })
             .collect();
         workers
@@ -131,7 +148,9 @@ fn run() -> Result<(), String> {
             unrecorded.as_secs_f64() * 1e9 / ops as f64
         );
         longest = longest.max(unrecorded);
-        report(i, &events);
+        if !only_unrecorded {
+            report(i, &events);
+        }
     }
     println!(
         "unrecorded: {:.0} operations a second in all",
@@ -187,7 +206,8 @@ impl Baton {
 /// stopped).
 const TURNS_WARMUP: u32 = 100_000;
 
-/// Worker `i`: warm up, wait for the others, record `ops` operations.
+/// Worker `i`: warm up, wait for the others, run `ops` operations
+/// unrecorded, then (unless `only_unrecorded`) record `ops` more.
 fn worker(
     fixture: &Fixture,
     spec: &Spec,
@@ -195,6 +215,7 @@ fn worker(
     baton: Option<&Baton>,
     i: usize,
     ops: u64,
+    only_unrecorded: bool,
 ) -> Result<(Duration, Vec<Event>), String> {
     let (vcpu, pin) = spec.vcpu(i);
     mm::topology::bind(&spec.topology, vcpu, pin)
@@ -236,6 +257,14 @@ fn worker(
     }
     let unrecorded = began.elapsed();
     barrier.wait();
+    if only_unrecorded {
+        if let Some(b) = baton {
+            b.leave(i);
+        }
+        barrier.wait();
+        job.finish()?;
+        return Ok((unrecorded, Vec::new()));
+    }
     profile::start();
     profile::mark(OP);
     let mut done = 0;
