@@ -1,10 +1,12 @@
 """Per operation, by symbol: two threads taking turns against two
 processes taking turns (perf-turns.sh's output). Every run makes, per
 worker, 100000 warm-up calls and then 300000 operations of three calls
-each (malloc1: mmap, write fault, munmap; a second argument gives
-another count, 2 for mmap1); samples are at 20 kHz. The
+each (malloc1: mmap, write fault, munmap); samples are at 20 kHz. The
 baton's spin is inlined into the example's worker closure and left out
-of the totals."""
+of the totals.
+Usage: compare.py FOLDER [CALLS_PER_OP [RUN_A RUN_B]]: 2 calls an
+operation for mmap1; RUN_A and RUN_B name two other runs of the folder
+(`RUN.sym`, `RUN.txt`), as no-lockless/perf-rcu.sh writes them."""
 import sys
 
 CALLS_PER_OP = int(sys.argv[2]) if len(sys.argv) > 2 else 3
@@ -40,27 +42,27 @@ def group(sym):
     return "other model and harness code"
 
 
-def main(out):
-    t = load(f"{out}/turns.sym")
-    p = load(f"{out}/turns_processes.sym")
+def main(out, a="turns", b="turns_processes"):
+    t = load(f"{out}/{a}.sym")
+    p = load(f"{out}/{b}.sym")
     baton = lambda s: "worker::{{closure}}" in s
     tot = lambda d: sum(v for s, v in d.items() if not baton(s)) * NS_PER_SAMPLE_PER_OP
     print(open(f"{out}/topology.txt").read().strip())
-    for n in ("turns", "turns_processes"):
+    for n in (a, b):
         print(n, [l.strip() for l in open(f"{out}/{n}.txt") if l.startswith("unrecorded")])
-    print(f"ns an operation outside the baton: threads {tot(t):.0f}, processes {tot(p):.0f}, "
+    print(f"ns an operation outside the baton: {a} {tot(t):.0f}, {b} {tot(p):.0f}, "
           f"difference {tot(t) - tot(p):+.0f}")
     by = {}
     for s in set(t) | set(p):
         if baton(s):
             continue
         g = group(s)
-        a, b = by.get(g, (0, 0))
-        by[g] = (a + t.get(s, 0), b + p.get(s, 0))
-    print(f"{'group':42} {'threads':>8} {'procs':>8} {'diff':>8}")
-    for g, (a, b) in sorted(by.items(), key=lambda kv: kv[1][1] - kv[1][0]):
+        x, y = by.get(g, (0, 0))
+        by[g] = (x + t.get(s, 0), y + p.get(s, 0))
+    print(f"{'group':42} {a[:8]:>8} {b[:8]:>8} {'diff':>8}")
+    for g, (x, y) in sorted(by.items(), key=lambda kv: kv[1][1] - kv[1][0]):
         k = NS_PER_SAMPLE_PER_OP
-        print(f"{g:42} {a * k:8.0f} {b * k:8.0f} {(a - b) * k:+8.0f}")
+        print(f"{g:42} {x * k:8.0f} {y * k:8.0f} {(x - y) * k:+8.0f}")
     print("\nlargest differences by symbol:")
     for s in sorted(set(t) | set(p), key=lambda s: p.get(s, 0) - t.get(s, 0))[:25]:
         if baton(s):
@@ -70,4 +72,4 @@ def main(out):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], *sys.argv[3:5])
