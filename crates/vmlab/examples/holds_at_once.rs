@@ -24,6 +24,17 @@
 //! allocator's lock). With `processes`, each worker has an address space
 //! of its own: taking turns, that is the baton's own cost.
 //!
+//! Two more ways to take turns (both with `turns`) tell what two threads
+//! cost from what two CPUs cost: with `one-cpu`, every worker's thread
+//! runs on worker 0's CPU, a waiting worker yielding it; with
+//! `one-thread`, one thread makes every worker's call in turn, as the
+//! profile recorder does (`vmlab::profile`). Neither moves a line between
+//! CPUs; only `one-cpu` has two threads (two grace-period participants,
+//! two sets of the allocator's and the slab's per-thread caches). Their
+//! rates count each call's thread switch (`one-cpu`) or none
+//! (`one-thread`): compare their holds, not their rates
+//! (`docs/projection.md`, "Two threads on one CPU, and two at once").
+//!
 //! With `unrecorded`, the run ends after the unrecorded operations: no
 //! recording, only the rate, for a sampling profiler to see the workers
 //! as the recorder does not disturb them (`perf record` of `turns`
@@ -38,6 +49,8 @@
 //! cargo run --release -p vmlab --example holds_at_once -- malloc1 maple 2 30000
 //! cargo run --release -p vmlab --example holds_at_once -- malloc1 maple 2 30000 turns
 //! cargo run --release -p vmlab --example holds_at_once -- malloc1 maple 2 300000 turns unrecorded
+//! cargo run --release -p vmlab --example holds_at_once -- malloc1 maple 2 30000 turns one-cpu
+//! cargo run --release -p vmlab --example holds_at_once -- malloc1 maple 2 30000 turns one-thread
 //! ```
 
 use std::collections::HashMap;
@@ -60,7 +73,7 @@ fn main() {
     if let Err(e) = run() {
         eprintln!("holds_at_once: {e}");
         eprintln!(
-            "usage: holds_at_once WORKLOAD INDEX THREADS OPS [turns] [processes] [unrecorded] (e.g. malloc1 maple 2 30000)"
+            "usage: holds_at_once WORKLOAD INDEX THREADS OPS [turns [one-cpu|one-thread]] [processes] [unrecorded] (e.g. malloc1 maple 2 30000)"
         );
         std::process::exit(2);
     }
@@ -70,12 +83,12 @@ fn run() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let flag = |f: &str| args.iter().skip(4).any(|a| a == f);
     let (turns, processes) = (flag("turns"), flag("processes"));
+    let one_cpu = flag("one-cpu");
+    let one_thread = flag("one-thread");
     let only_unrecorded = flag("unrecorded");
-    if let Some(bad) = args
-        .iter()
-        .skip(4)
-        .find(|a| !["turns", "processes", "unrecorded"].contains(&a.as_str()))
-    {
+    if let Some(bad) = args.iter().skip(4).find(|a| {
+        !["turns", "processes", "unrecorded", "one-cpu", "one-thread"].contains(&a.as_str())
+    }) {
         return Err(format!("unknown flag {bad}"));
     }
     let [workload, index, threads, ops] = &args[..args.len().min(4)] else {
@@ -116,29 +129,39 @@ fn run() -> Result<(), String> {
     };
     let fixture = Fixture::build(&spec)?;
     let barrier = Barrier::new(threads);
-    let baton = turns.then(|| Baton::new(threads));
-    let recorded: Vec<Result<(Duration, Vec<Event>), String>> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|i| {
-                let (fixture, spec, barrier, baton) = (&fixture, &spec, &barrier, &baton);
-                s.spawn(move || {
-                    worker(
-                        fixture,
-                        spec,
-                        barrier,
-                        baton.as_ref(),
-                        i,
-                        ops,
-                        only_unrecorded,
-                    )
+    if one_cpu && !turns {
+        return Err("one-cpu needs turns: workers sharing a CPU take turns".into());
+    }
+    if one_thread && !turns {
+        return Err("one-thread needs turns: one thread takes every worker's turn".into());
+    }
+    let baton = turns.then(|| Baton::new(threads, one_cpu));
+    let recorded: Vec<Result<(Duration, Vec<Event>), String>> = if one_thread {
+        one_thread_turns(&fixture, &spec, ops, only_unrecorded)
+    } else {
+        std::thread::scope(|s| {
+            let workers: Vec<_> = (0..threads)
+                .map(|i| {
+                    let (fixture, spec, barrier, baton) = (&fixture, &spec, &barrier, &baton);
+                    s.spawn(move || {
+                        worker(
+                            fixture,
+                            spec,
+                            barrier,
+                            baton.as_ref(),
+                            i,
+                            ops,
+                            only_unrecorded,
+                        )
+                    })
                 })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .map(|w| w.join().unwrap_or_else(|_| Err("a worker panicked".into())))
-            .collect()
-    });
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| w.join().unwrap_or_else(|_| Err("a worker panicked".into())))
+                .collect()
+        })
+    };
     let mut longest = Duration::ZERO;
     for (i, worker) in recorded.into_iter().enumerate() {
         let (unrecorded, events) = worker?;
@@ -165,20 +188,27 @@ struct Baton {
     /// Workers that made their last call: the others no longer wait for
     /// them.
     left: Vec<AtomicBool>,
+    /// The workers share one CPU: a waiter yields it to the holder.
+    yielding: bool,
 }
 
 impl Baton {
-    fn new(threads: usize) -> Self {
+    fn new(threads: usize, yielding: bool) -> Self {
         Baton {
             next: AtomicUsize::new(0),
             left: (0..threads).map(|_| AtomicBool::new(false)).collect(),
+            yielding,
         }
     }
 
     /// Waits for worker `i`'s turn.
     fn take(&self, i: usize) {
         while self.next.load(Ordering::Acquire) != i {
-            std::hint::spin_loop();
+            if self.yielding {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
         }
     }
 
@@ -206,6 +236,120 @@ impl Baton {
 /// stopped).
 const TURNS_WARMUP: u32 = 100_000;
 
+/// The marks that say whose call the events after them are, where one
+/// thread takes every worker's turn: `CALL + i` for worker `i`.
+const CALL: u64 = 16;
+
+/// Every worker's turns taken by one thread, as the profile recorder
+/// takes them (`vmlab::profile`): worker 1 first warms up on a thread of
+/// its own, so that the tree is shared (RCU mode), then one thread on
+/// worker 0's CPU, with one grace period, makes each worker's call in
+/// turn. Returns, per worker, the time of its `ops` unrecorded operations
+/// (all workers' calls in that time) and its events, cut out of the one
+/// recording by call.
+fn one_thread_turns(
+    fixture: &Fixture,
+    spec: &Spec,
+    ops: u64,
+    only_unrecorded: bool,
+) -> Vec<Result<(Duration, Vec<Event>), String>> {
+    let threads = spec.threads;
+    let run = || -> Result<Vec<(Duration, Vec<Event>)>, String> {
+        let mut jobs = (0..threads)
+            .map(|i| fixture.job(i))
+            .collect::<Result<Vec<_>, _>>()?;
+        if let Some(second) = jobs.get_mut(1) {
+            std::thread::scope(|s| {
+                s.spawn(|| -> Result<(), String> {
+                    let (vcpu, pin) = spec.vcpu(1);
+                    mm::topology::bind(&spec.topology, vcpu, pin)
+                        .map_err(|e| format!("binding to CPU {vcpu}: {e}"))?;
+                    let guard = maple::pin();
+                    for _ in 0..TURNS_WARMUP / 10 {
+                        second.call_in(&guard)?;
+                    }
+                    // On to the end of an operation, so that the turns
+                    // begin with both workers between operations.
+                    while second.call_in(&guard)? == 0 {}
+                    Ok(())
+                })
+                .join()
+                .unwrap_or_else(|_| Err("worker 1's warm-up panicked".into()))
+            })?;
+        }
+        let (vcpu, pin) = spec.vcpu(0);
+        mm::topology::bind(&spec.topology, vcpu, pin)
+            .map_err(|e| format!("binding to CPU {vcpu}: {e}"))?;
+        let mut guard = maple::pin();
+        let mut quiescence = Quiescence::default();
+        let mut round = |jobs: &mut [vmlab::run::workload::Job<'_>],
+                         guard: &mut maple::Guard,
+                         done: &mut [u64],
+                         record: bool|
+         -> Result<(), String> {
+            for (k, job) in jobs.iter_mut().enumerate() {
+                if record {
+                    profile::mark(CALL + k as u64);
+                }
+                let n = job.call_in(guard)?;
+                done[k] += n;
+                if record && n > 0 {
+                    profile::mark(OP);
+                }
+            }
+            quiescence.step(guard);
+            Ok(())
+        };
+        let mut done = vec![0u64; threads];
+        for _ in 0..TURNS_WARMUP {
+            round(&mut jobs, &mut guard, &mut done, false)?;
+        }
+        done.fill(0);
+        let began = Instant::now();
+        while done.iter().any(|&d| d < ops) {
+            round(&mut jobs, &mut guard, &mut done, false)?;
+        }
+        let unrecorded = began.elapsed();
+        let mut events = vec![Vec::new(); threads];
+        if !only_unrecorded {
+            done.fill(0);
+            profile::start();
+            // Each worker's first operation opens where the recording
+            // does.
+            for e in &mut events {
+                e.push(Event {
+                    at: Duration::ZERO,
+                    what: What::Mark(OP),
+                });
+            }
+            while done.iter().any(|&d| d < ops) {
+                round(&mut jobs, &mut guard, &mut done, true)?;
+            }
+            let mut whose = None;
+            for e in profile::stop() {
+                match e.what {
+                    What::Mark(m) if (CALL..CALL + threads as u64).contains(&m) => {
+                        whose = Some((m - CALL) as usize);
+                    }
+                    _ => {
+                        if let Some(k) = whose {
+                            events[k].push(e);
+                        }
+                    }
+                }
+            }
+        }
+        for job in &mut jobs {
+            job.finish()?;
+        }
+        Ok(events.into_iter().map(|e| (unrecorded, e)).collect())
+    };
+    match run() {
+        Ok(v) => v.into_iter().map(Ok).collect(),
+        Err(e) => vec![Err(e)],
+    }
+}
+
 /// Worker `i`: warm up, wait for the others, run `ops` operations
 /// unrecorded, then (unless `only_unrecorded`) record `ops` more.
 fn worker(
@@ -217,7 +361,9 @@ fn worker(
     ops: u64,
     only_unrecorded: bool,
 ) -> Result<(Duration, Vec<Event>), String> {
-    let (vcpu, pin) = spec.vcpu(i);
+    // Workers that yield to each other share worker 0's CPU.
+    let one_cpu = baton.is_some_and(|b| b.yielding);
+    let (vcpu, pin) = spec.vcpu(if one_cpu { 0 } else { i });
     mm::topology::bind(&spec.topology, vcpu, pin)
         .map_err(|e| format!("binding to CPU {vcpu}: {e}"))?;
     let mut job = fixture.job(i)?;

@@ -2,9 +2,9 @@
 """The rows of `rows.jsonl` per round: each threads row's median error over
 the nine evidence files and how many are within +-15 %, then per round
 every row within (of 120), and maple malloc1 threads' predicted over
-one-worker rate. Run from this directory: python3 table.py"""
-import json, statistics as st
-rows = [json.loads(l) for l in open("rows.jsonl")]
+one-worker rate. Run from this directory: python3 table.py [ROWS.jsonl]"""
+import json, statistics as st, sys
+rows = [json.loads(l) for l in open(sys.argv[1] if len(sys.argv) > 1 else "rows.jsonl")]
 rounds = list(dict.fromkeys(r["round"] for r in rows))
 keys = sorted({(r["workload"], r["mode"], r["index"]) for r in rows})
 print(f"{'row':30}" + "".join(f"{t:>16}" for t in rounds))
