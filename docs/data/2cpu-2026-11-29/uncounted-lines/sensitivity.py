@@ -5,8 +5,12 @@ K more lines in every write section of `mmap_lock` in the interleaved
 Replays each evidence file (`vmbench project --validate --replay`) with
 its profiles so changed; nothing runs on the lab.
 
+With AFTER=1 the K lines come instead right after each such release, as
+lines of `mmap_lock`'s data touched outside its hold (docs/projection.md,
+"Two threads on one CPU, and two at once").
+
 Usage, from the repository root:
-  B=target/release/vmbench python3 sensitivity.py ROWS K,K,... EVIDENCE...
+  B=target/release/vmbench [AFTER=1] python3 sensitivity.py ROWS K,K,... EVIDENCE...
 ROWS is `malloc1-maple` (change that row's profile only and print its
 error and its predicted / measured mmap_lock contention, %) or `threads`
 (change every threads-mode profile and print how many threads rows are
@@ -14,12 +18,14 @@ within +-15 %, then each row's median error and range over the files)."""
 import gzip, json, os, statistics, subprocess, sys, tempfile
 
 B = os.environ.get("B", "target/release/vmbench")
+AFTER = os.environ.get("AFTER") == "1"
 ROWS, KS, EVIDENCE = sys.argv[1], [int(k) for k in sys.argv[2].split(",")], sys.argv[3:]
 
 
 def add_lines(profile, k):
-    """K more written, chained lines before each release of mmap_lock
-    held for write, in the profile's interleaved operations."""
+    """K more written, chained lines before (with AFTER, after) each
+    release of mmap_lock held for write, in the profile's interleaved
+    operations."""
     il = profile.get("interleaved")
     mm = [i for i, l in enumerate(profile["locks"]) if l["class"] == "mmap_lock"]
     if not il or not mm:
@@ -34,11 +40,16 @@ def add_lines(profile, k):
             elif s["step"] == "lines" and s["lock"] == mm and held:
                 last = j
             elif s["step"] == "release" and s["lock"] == mm and held:
-                if last is None:
-                    op.insert(j, {"step": "lines", "lock": mm, "read": 0, "written": 0, "chain": 0})
-                    last, j = j, j + 1
-                op[last]["written"] += k
-                op[last]["chain"] = op[last].get("chain", 0) + k
+                if AFTER:
+                    if k:
+                        op.insert(j + 1, {"step": "lines", "lock": mm, "read": 0, "written": k, "chain": k})
+                        j += 1
+                else:
+                    if last is None:
+                        op.insert(j, {"step": "lines", "lock": mm, "read": 0, "written": 0, "chain": 0})
+                        last, j = j, j + 1
+                    op[last]["written"] += k
+                    op[last]["chain"] = op[last].get("chain", 0) + k
                 held = False
             j += 1
 
