@@ -32,7 +32,8 @@
 //! CPUs; only `one-cpu` has two threads (two grace-period participants,
 //! two sets of the allocator's and the slab's per-thread caches). Their
 //! rates count each call's thread switch (`one-cpu`) or none
-//! (`one-thread`): compare their holds, not their rates
+//! (`one-thread`, where an operation's time also has the other workers'
+//! calls in it): compare their holds, not their rates
 //! (`docs/projection.md`, "Two threads on one CPU, and two at once").
 //!
 //! With `unrecorded`, the run ends after the unrecorded operations: no
