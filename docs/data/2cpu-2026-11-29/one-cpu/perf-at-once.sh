@@ -6,3 +6,7 @@
 D=docs/data/2cpu-2026-11-29/one-cpu
 perf record -F 20000 -g -o /tmp/perf-main.data -- $1 run --workloads malloc1 --mode threads --index maple --threads 2 --placement any --json 2>/dev/null | python3 $D/atonce.py main
 VMSCALE_NO_LOCKLESS=1 perf record -F 20000 -g -o /tmp/perf-nl.data -- $2 run --workloads malloc1 --mode threads --index maple --threads 2 --placement any --json 2>/dev/null | python3 $D/atonce.py no-lockless
+for b in main nl; do
+  echo "== $b"
+  perf report -i /tmp/perf-$b.data --no-children --sort symbol --stdio 2>/dev/null | grep -E "^\s+[0-9]" | head -30
+done
