@@ -128,14 +128,17 @@ fn run() -> Result<(), String> {
         topology: mm::topology::host(),
         pin: true,
     };
-    let fixture = Fixture::build(&spec)?;
-    let barrier = Barrier::new(threads);
     if one_cpu && !turns {
         return Err("one-cpu needs turns: workers sharing a CPU take turns".into());
     }
     if one_thread && !turns {
         return Err("one-thread needs turns: one thread takes every worker's turn".into());
     }
+    if one_cpu && one_thread {
+        return Err("one-cpu and one-thread exclude each other".into());
+    }
+    let fixture = Fixture::build(&spec)?;
+    let barrier = Barrier::new(threads);
     let baton = turns.then(|| Baton::new(threads, one_cpu));
     let recorded: Vec<Result<(Duration, Vec<Event>), String>> = if one_thread {
         one_thread_turns(&fixture, &spec, ops, only_unrecorded)
