@@ -141,7 +141,10 @@ fn run() -> Result<(), String> {
     let barrier = Barrier::new(threads);
     let baton = turns.then(|| Baton::new(threads, one_cpu));
     let recorded: Vec<Result<(Duration, Vec<Event>), String>> = if one_thread {
-        one_thread_turns(&fixture, &spec, ops, only_unrecorded)
+        one_thread_turns(&fixture, &spec, ops, only_unrecorded)?
+            .into_iter()
+            .map(Ok)
+            .collect()
     } else {
         std::thread::scope(|s| {
             let workers: Vec<_> = (0..threads)
@@ -240,6 +243,12 @@ impl Baton {
 /// stopped).
 const TURNS_WARMUP: u32 = 100_000;
 
+/// Binds the calling thread to worker `i`'s CPU.
+fn bind(spec: &Spec, i: usize) -> Result<(), String> {
+    let (vcpu, pin) = spec.vcpu(i);
+    mm::topology::bind(&spec.topology, vcpu, pin).map_err(|e| format!("binding to CPU {vcpu}: {e}"))
+}
+
 /// The marks that say whose call the events after them are, where one
 /// thread takes every worker's turn: `CALL + i` for worker `i`.
 const CALL: u64 = 16;
@@ -256,102 +265,92 @@ fn one_thread_turns(
     spec: &Spec,
     ops: u64,
     only_unrecorded: bool,
-) -> Vec<Result<(Duration, Vec<Event>), String>> {
+) -> Result<Vec<(Duration, Vec<Event>)>, String> {
     let threads = spec.threads;
-    let run = || -> Result<Vec<(Duration, Vec<Event>)>, String> {
-        let mut jobs = (0..threads)
-            .map(|i| fixture.job(i))
-            .collect::<Result<Vec<_>, _>>()?;
-        if let Some(second) = jobs.get_mut(1) {
-            std::thread::scope(|s| {
-                s.spawn(|| -> Result<(), String> {
-                    let (vcpu, pin) = spec.vcpu(1);
-                    mm::topology::bind(&spec.topology, vcpu, pin)
-                        .map_err(|e| format!("binding to CPU {vcpu}: {e}"))?;
-                    let guard = maple::pin();
-                    for _ in 0..TURNS_WARMUP / 10 {
-                        second.call_in(&guard)?;
-                    }
-                    // On to the end of an operation, so that the turns
-                    // begin with both workers between operations.
-                    while second.call_in(&guard)? == 0 {}
-                    Ok(())
-                })
-                .join()
-                .unwrap_or_else(|_| Err("worker 1's warm-up panicked".into()))
-            })?;
-        }
-        let (vcpu, pin) = spec.vcpu(0);
-        mm::topology::bind(&spec.topology, vcpu, pin)
-            .map_err(|e| format!("binding to CPU {vcpu}: {e}"))?;
-        let mut guard = maple::pin();
-        let mut quiescence = Quiescence::default();
-        let mut round = |jobs: &mut [vmlab::run::workload::Job<'_>],
-                         guard: &mut maple::Guard,
-                         done: &mut [u64],
-                         record: bool|
-         -> Result<(), String> {
-            for (k, job) in jobs.iter_mut().enumerate() {
-                if record {
-                    profile::mark(CALL + k as u64);
+    let mut jobs = (0..threads)
+        .map(|i| fixture.job(i))
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Some(second) = jobs.get_mut(1) {
+        std::thread::scope(|s| {
+            s.spawn(|| -> Result<(), String> {
+                bind(spec, 1)?;
+                let guard = maple::pin();
+                for _ in 0..TURNS_WARMUP / 10 {
+                    second.call_in(&guard)?;
                 }
-                let n = job.call_in(guard)?;
-                done[k] += n;
-                if record && n > 0 {
-                    profile::mark(OP);
-                }
-            }
-            quiescence.step(guard);
-            Ok(())
-        };
-        let mut done = vec![0u64; threads];
-        for _ in 0..TURNS_WARMUP {
-            round(&mut jobs, &mut guard, &mut done, false)?;
-        }
-        done.fill(0);
-        let began = Instant::now();
-        while done.iter().any(|&d| d < ops) {
-            round(&mut jobs, &mut guard, &mut done, false)?;
-        }
-        let unrecorded = began.elapsed();
-        let mut events = vec![Vec::new(); threads];
-        if !only_unrecorded {
-            done.fill(0);
-            profile::start();
-            // Each worker's first operation opens where the recording
-            // does.
-            for e in &mut events {
-                e.push(Event {
-                    at: Duration::ZERO,
-                    what: What::Mark(OP),
-                });
-            }
-            while done.iter().any(|&d| d < ops) {
-                round(&mut jobs, &mut guard, &mut done, true)?;
-            }
-            let mut whose = None;
-            for e in profile::stop() {
-                match e.what {
-                    What::Mark(m) if (CALL..CALL + threads as u64).contains(&m) => {
-                        whose = Some((m - CALL) as usize);
-                    }
-                    _ => {
-                        if let Some(k) = whose {
-                            events[k].push(e);
-                        }
-                    }
-                }
-            }
-        }
-        for job in &mut jobs {
-            job.finish()?;
-        }
-        Ok(events.into_iter().map(|e| (unrecorded, e)).collect())
-    };
-    match run() {
-        Ok(v) => v.into_iter().map(Ok).collect(),
-        Err(e) => vec![Err(e)],
+                // On to the end of an operation, so that the turns
+                // begin with both workers between operations.
+                while second.call_in(&guard)? == 0 {}
+                Ok(())
+            })
+            .join()
+            .unwrap_or_else(|_| Err("worker 1's warm-up panicked".into()))
+        })?;
     }
+    bind(spec, 0)?;
+    let mut guard = maple::pin();
+    let mut quiescence = Quiescence::default();
+    let mut round = |jobs: &mut [vmlab::run::workload::Job<'_>],
+                     guard: &mut maple::Guard,
+                     done: &mut [u64],
+                     record: bool|
+     -> Result<(), String> {
+        for (k, job) in jobs.iter_mut().enumerate() {
+            if record {
+                profile::mark(CALL + k as u64);
+            }
+            let n = job.call_in(guard)?;
+            done[k] += n;
+            if record && n > 0 {
+                profile::mark(OP);
+            }
+        }
+        quiescence.step(guard);
+        Ok(())
+    };
+    let mut done = vec![0u64; threads];
+    for _ in 0..TURNS_WARMUP {
+        round(&mut jobs, &mut guard, &mut done, false)?;
+    }
+    done.fill(0);
+    let began = Instant::now();
+    while done.iter().any(|&d| d < ops) {
+        round(&mut jobs, &mut guard, &mut done, false)?;
+    }
+    let unrecorded = began.elapsed();
+    let mut events = vec![Vec::new(); threads];
+    if !only_unrecorded {
+        done.fill(0);
+        profile::start();
+        // Each worker's first operation opens where the recording
+        // does.
+        for e in &mut events {
+            e.push(Event {
+                at: Duration::ZERO,
+                what: What::Mark(OP),
+            });
+        }
+        while done.iter().any(|&d| d < ops) {
+            round(&mut jobs, &mut guard, &mut done, true)?;
+        }
+        let mut whose = None;
+        for e in profile::stop() {
+            match e.what {
+                What::Mark(m) if (CALL..CALL + threads as u64).contains(&m) => {
+                    whose = Some((m - CALL) as usize);
+                }
+                _ => {
+                    if let Some(k) = whose {
+                        events[k].push(e);
+                    }
+                }
+            }
+        }
+    }
+    for job in &mut jobs {
+        job.finish()?;
+    }
+    Ok(events.into_iter().map(|e| (unrecorded, e)).collect())
 }
 
 /// Worker `i`: warm up, wait for the others, run `ops` operations
@@ -367,9 +366,7 @@ fn worker(
 ) -> Result<(Duration, Vec<Event>), String> {
     // Workers that yield to each other share worker 0's CPU.
     let one_cpu = baton.is_some_and(|b| b.yielding);
-    let (vcpu, pin) = spec.vcpu(if one_cpu { 0 } else { i });
-    mm::topology::bind(&spec.topology, vcpu, pin)
-        .map_err(|e| format!("binding to CPU {vcpu}: {e}"))?;
+    bind(spec, if one_cpu { 0 } else { i })?;
     let mut job = fixture.job(i)?;
     let mut guard = maple::pin();
     // Quiescent states at the harness's workers' pace.
